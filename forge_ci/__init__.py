@@ -1,0 +1,3 @@
+"""forge-ci: the core. See README.md in this folder for the dependency rule."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,80 @@
+"""Shared plumbing for CLI commands: settings, sessions, JSON output and error mapping."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from sqlalchemy.orm import Session
+
+from forge_ci.errors import ForgeCIError
+from forge_ci.settings import Settings, load_settings
+
+#: Exit status for every refused command (bad input, unknown thing, refused operation).
+EXIT_REFUSED = 2
+
+
+def run_cli(group: click.Group, argv: list[str]) -> int:
+    """Run ``group`` and map ``ForgeCIError`` to one stderr line and exit status 2."""
+    try:
+        group.main(args=argv, prog_name="forge-ci", standalone_mode=False)
+    except ForgeCIError as exc:
+        click.echo(f"forge-ci: {exc.message}", err=True)
+        return EXIT_REFUSED
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        click.echo("forge-ci: aborted", err=True)
+        return EXIT_REFUSED
+    except click.ClickException as exc:
+        click.echo(f"forge-ci: {exc.format_message()}", err=True)
+        return EXIT_REFUSED
+    return 0
+
+
+def settings() -> Settings:
+    """The settings of this invocation, read once and cached on the click context."""
+    ctx = click.get_current_context()
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = {}
+    if "settings" not in root.obj:
+        root.obj["settings"] = load_settings()
+    value: Settings = root.obj["settings"]
+    return value
+
+
+@contextmanager
+def session_scope(check_schema: bool = True) -> Iterator[Session]:
+    """A session on a checked database; commits on success, rolls back on error."""
+    from forge_ci.db import Database
+
+    database = Database(settings())
+    if check_schema:
+        database.require_current_schema()
+    try:
+        with database.session() as session:
+            yield session
+            session.commit()
+    finally:
+        database.dispose()
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as JSON (stable key order) on stdout."""
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def echo_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """Print rows as aligned text columns for people."""
+    if not rows:
+        click.echo("(none)")
+        return
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    click.echo("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+    for row in rows:
+        click.echo("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())

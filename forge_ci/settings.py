@@ -1,0 +1,182 @@
+"""Settings: read once at the edge (environment plus an optional TOML file), passed down typed.
+
+Precedence, highest first: ``FORGE_CI_*`` environment variables, the TOML file named by
+``FORGE_CI_CONFIG`` (or ``<data dir>/forge-ci.toml`` when it exists), built-in defaults.
+Every setting is documented in ``docs/configuration.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from forge_ci.errors import ConfigurationError
+
+DEFAULT_DATA_DIR = "/var/lib/forge-ci"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Typed, immutable settings. Paths are absolute."""
+
+    data_dir: Path
+    database_url: str
+    redis_url: str
+    ssh_listen: tuple[str, int]
+    web_listen: tuple[str, int]
+    #: Public base URL shown to people (links, clone URLs). Derived from web_listen by default.
+    public_url: str
+    #: Secret key for browser sessions; generated into the data directory by ``forge-ci init``.
+    secret_key_file: Path
+    repo_lock_timeout: float
+    ssh_max_connections: int
+    ssh_auth_timeout: float
+    runner_image: str
+    log_cap_bytes: int
+    claim_wait_seconds: float
+
+    # Derived locations inside the data directory -------------------------------------------
+    @property
+    def repositories_dir(self) -> Path:
+        return self.data_dir / "repositories"
+
+    @property
+    def hooks_dir(self) -> Path:
+        return self.data_dir / "hooks"
+
+    @property
+    def host_key_path(self) -> Path:
+        return self.data_dir / "ssh_host_ed25519_key"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.data_dir / "locks"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "run"
+
+    @property
+    def ssh_url(self) -> str:
+        host, port = self.ssh_listen
+        return f"ssh://git@{_url_host(host)}:{port}"
+
+
+# name -> (env var, TOML key, parser). Defaults are computed in load_settings.
+_ENV = {
+    "data_dir": "FORGE_CI_DATA_DIR",
+    "database_url": "FORGE_CI_DATABASE_URL",
+    "redis_url": "FORGE_CI_REDIS_URL",
+    "ssh_listen": "FORGE_CI_SSH_LISTEN",
+    "web_listen": "FORGE_CI_WEB_LISTEN",
+    "public_url": "FORGE_CI_PUBLIC_URL",
+    "secret_key_file": "FORGE_CI_SECRET_KEY_FILE",
+    "repo_lock_timeout": "FORGE_CI_REPO_LOCK_TIMEOUT",
+    "ssh_max_connections": "FORGE_CI_SSH_MAX_CONNECTIONS",
+    "ssh_auth_timeout": "FORGE_CI_SSH_AUTH_TIMEOUT",
+    "runner_image": "FORGE_CI_RUNNER_IMAGE",
+    "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
+    "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
+}
+
+
+def parse_listen(value: str, name: str) -> tuple[str, int]:
+    """Parse ``HOST:PORT`` (``[::1]:2222`` for IPv6)."""
+    text = value.strip()
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+    else:
+        host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigurationError(f"{name} must be HOST:PORT (for example 127.0.0.1:2222), got {value!r}")
+    return host, int(port)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _positive_float(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
+    if number <= 0:
+        raise ConfigurationError(f"{name} must be greater than 0, got {value!r}")
+    return number
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not str(value).strip().isdigit() or int(value) <= 0:
+        raise ConfigurationError(f"{name} must be a positive whole number, got {value!r}")
+    return int(value)
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None, config_file: Path | None = None
+) -> Settings:
+    """Build the settings from ``env`` (default: ``os.environ``) and an optional TOML file."""
+    environ = dict(os.environ if env is None else env)
+    raw: dict[str, Any] = {}
+
+    data_dir = Path(environ.get("FORGE_CI_DATA_DIR") or DEFAULT_DATA_DIR).expanduser().absolute()
+    path = config_file or (Path(environ["FORGE_CI_CONFIG"]) if environ.get("FORGE_CI_CONFIG") else None)
+    if path is None and (data_dir / "forge-ci.toml").is_file():
+        path = data_dir / "forge-ci.toml"
+    if path is not None:
+        try:
+            with open(path, "rb") as handle:
+                table = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigurationError(f"configuration file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(f"configuration file {path} is not valid TOML: {exc}") from None
+        known = {f.name for f in fields(Settings)}
+        for key, value in table.items():
+            if key not in known:
+                raise ConfigurationError(f"configuration file {path}: unknown setting {key!r}")
+            raw[key] = value
+    for name, var in _ENV.items():
+        if environ.get(var):
+            raw[name] = environ[var]
+    if "data_dir" in raw:
+        data_dir = Path(str(raw["data_dir"])).expanduser().absolute()
+
+    ssh_listen = parse_listen(str(raw.get("ssh_listen", "127.0.0.1:2222")), "FORGE_CI_SSH_LISTEN")
+    web_listen = parse_listen(str(raw.get("web_listen", "127.0.0.1:8080")), "FORGE_CI_WEB_LISTEN")
+    database_url = str(raw.get("database_url") or f"sqlite:///{data_dir / 'forge-ci.db'}")
+    if not database_url.startswith(("sqlite:", "postgresql")):
+        raise ConfigurationError(
+            "FORGE_CI_DATABASE_URL must be a sqlite:/// or postgresql+psycopg:// URL"
+        )
+    redis_url = str(raw.get("redis_url") or f"unix://{data_dir / 'run' / 'redis.sock'}")
+    public_url = str(
+        raw.get("public_url") or f"http://{_url_host(web_listen[0])}:{web_listen[1]}"
+    ).rstrip("/")
+    return Settings(
+        data_dir=data_dir,
+        database_url=database_url,
+        redis_url=redis_url,
+        ssh_listen=ssh_listen,
+        web_listen=web_listen,
+        public_url=public_url,
+        secret_key_file=Path(str(raw.get("secret_key_file") or data_dir / "secret_key")),
+        repo_lock_timeout=_positive_float(
+            raw.get("repo_lock_timeout", 30), "FORGE_CI_REPO_LOCK_TIMEOUT"
+        ),
+        ssh_max_connections=_positive_int(
+            raw.get("ssh_max_connections", 64), "FORGE_CI_SSH_MAX_CONNECTIONS"
+        ),
+        ssh_auth_timeout=_positive_float(
+            raw.get("ssh_auth_timeout", 30), "FORGE_CI_SSH_AUTH_TIMEOUT"
+        ),
+        runner_image=str(raw.get("runner_image") or "forge-ci-runner:latest"),
+        log_cap_bytes=_positive_int(raw.get("log_cap_bytes", 64 * 1024 * 1024), "FORGE_CI_LOG_CAP_BYTES"),
+        claim_wait_seconds=_positive_float(
+            raw.get("claim_wait_seconds", 20), "FORGE_CI_CLAIM_WAIT_SECONDS"
+        ),
+    )
