@@ -92,7 +92,9 @@ def parse_listen(value: str, name: str) -> tuple[str, int]:
     else:
         host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigurationError(f"{name} must be HOST:PORT (for example 127.0.0.1:2222), got {value!r}")
+        raise ConfigurationError(
+            f"{name} must be HOST:PORT (for example 127.0.0.1:2222), got {value!r}"
+        )
     return host, int(port)
 
 
@@ -124,7 +126,9 @@ def load_settings(
     raw: dict[str, Any] = {}
 
     data_dir = Path(environ.get("FORGE_CI_DATA_DIR") or DEFAULT_DATA_DIR).expanduser().absolute()
-    path = config_file or (Path(environ["FORGE_CI_CONFIG"]) if environ.get("FORGE_CI_CONFIG") else None)
+    path = config_file or (
+        Path(environ["FORGE_CI_CONFIG"]) if environ.get("FORGE_CI_CONFIG") else None
+    )
     if path is None and (data_dir / "forge-ci.toml").is_file():
         path = data_dir / "forge-ci.toml"
     if path is not None:
@@ -134,7 +138,9 @@ def load_settings(
         except FileNotFoundError:
             raise ConfigurationError(f"configuration file {path} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigurationError(f"configuration file {path} is not valid TOML: {exc}") from None
+            raise ConfigurationError(
+                f"configuration file {path} is not valid TOML: {exc}"
+            ) from None
         known = {f.name for f in fields(Settings)}
         for key, value in table.items():
             if key not in known:
@@ -175,7 +181,9 @@ def load_settings(
             raw.get("ssh_auth_timeout", 30), "FORGE_CI_SSH_AUTH_TIMEOUT"
         ),
         runner_image=str(raw.get("runner_image") or "forge-ci-runner:latest"),
-        log_cap_bytes=_positive_int(raw.get("log_cap_bytes", 64 * 1024 * 1024), "FORGE_CI_LOG_CAP_BYTES"),
+        log_cap_bytes=_positive_int(
+            raw.get("log_cap_bytes", 64 * 1024 * 1024), "FORGE_CI_LOG_CAP_BYTES"
+        ),
         claim_wait_seconds=_positive_float(
             raw.get("claim_wait_seconds", 20), "FORGE_CI_CLAIM_WAIT_SECONDS"
         ),

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from forge_ci.cli import workflow
+from forge_ci.cli import accounts, database, repos, workflow
 from forge_ci.cli.common import run_cli
 
 
@@ -25,6 +25,11 @@ def cli() -> None:
 
 
 for group in (
+    database.init,
+    database.db,
+    accounts.user,
+    accounts.key,
+    repos.repo,
     workflow.workflow,
 ):
     cli.add_command(group)

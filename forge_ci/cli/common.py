@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -54,9 +55,9 @@ def session_scope(check_schema: bool = True) -> Iterator[Session]:
     from forge_ci.db import Database
 
     database = Database(settings())
-    if check_schema:
-        database.require_current_schema()
     try:
+        if check_schema:
+            database.require_current_schema()
         with database.session() as session:
             yield session
             session.commit()
@@ -78,3 +79,21 @@ def echo_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     click.echo("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
     for row in rows:
         click.echo("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """Read a small UTF-8 file named on the command line, with errors that name it."""
+    from forge_ci.errors import InvalidInput
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InvalidInput(f"{what} {path} does not exist") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {what} {path}: {exc.strerror}") from None
+    if len(data) > 1024 * 1024:
+        raise InvalidInput(f"{what} {path} is larger than 1 MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{what} {path} is not UTF-8 text") from None

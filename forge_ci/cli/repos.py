@@ -1,0 +1,68 @@
+"""``forge-ci repo``: repositories and who may use them."""
+
+from __future__ import annotations
+
+import click
+
+from forge_ci.authz import Actor, Role
+from forge_ci.cli.common import echo_json, echo_table, session_scope, settings
+
+
+@click.group()
+def repo() -> None:
+    """Manage repositories."""
+
+
+@repo.command("create")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.option("--default-branch", default="main", show_default=True)
+def repo_create(full_name: str, default_branch: str) -> None:
+    """Create a repository owned by OWNER."""
+    from forge_ci.repos import create_repository
+
+    with session_scope() as session:
+        created = create_repository(
+            session, settings(), Actor.operator(), full_name, default_branch
+        )
+        click.echo(f"created repository {created.full_name}")
+        click.echo(f"push with: git push {settings().ssh_url}/{created.full_name}.git")
+
+
+@repo.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def repo_list(as_json: bool) -> None:
+    """List repositories."""
+    from forge_ci.repos import list_repositories
+
+    with session_scope() as session:
+        rows = [r.as_dict() for r in list_repositories(session, Actor.operator())]
+    if as_json:
+        echo_json(rows)
+    else:
+        echo_table(rows, ["name", "default_branch", "push_workflows"])
+
+
+@repo.command("grant")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.argument("user_name", metavar="USER")
+@click.argument("role", default="read")
+def repo_grant(full_name: str, user_name: str, role: str) -> None:
+    """Give USER a ROLE (read, write, admin; default read) in OWNER/NAME."""
+    from forge_ci.repos import grant
+
+    parsed = Role.parse(role)
+    with session_scope() as session:
+        grant(session, Actor.operator(), full_name, user_name, parsed)
+        click.echo(f"{user_name} now has {parsed.label} access to {full_name}")
+
+
+@repo.command("revoke")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.argument("user_name", metavar="USER")
+def repo_revoke(full_name: str, user_name: str) -> None:
+    """Remove USER's role in OWNER/NAME."""
+    from forge_ci.repos import revoke
+
+    with session_scope() as session:
+        revoke(session, Actor.operator(), full_name, user_name)
+        click.echo(f"{user_name} no longer has access to {full_name}")

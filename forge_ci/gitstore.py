@@ -1,0 +1,71 @@
+"""Bare repositories on disk, through pygit2 (and the git CLI where git itself must run).
+
+Layout under the data directory::
+
+    repositories/
+      <owner>/
+        <name>.git/          bare repository; core.hooksPath -> <data dir>/hooks
+    hooks/                   the deployment's hook programs (never from a repository)
+
+``core.hooksPath`` is set when a repository is created and re-asserted before every push, so a
+repository can never bring hooks of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+
+from forge_ci.errors import NotFound
+
+#: Namespaces that belong to forge-ci; never advertised to clients, never writable by pushes.
+INTERNAL_REF_PREFIX = "refs/forge-ci/"
+
+
+def repository_path(repositories_dir: Path, owner: str, name: str) -> Path:
+    return repositories_dir / owner / f"{name}.git"
+
+
+def init_bare(path: Path, hooks_dir: Path, default_branch: str) -> None:
+    """Create a bare repository configured for forge-ci."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    repo = pygit2.init_repository(str(path), bare=True, initial_head=default_branch)
+    configure(repo, hooks_dir)
+
+
+def configure(repo: pygit2.Repository, hooks_dir: Path) -> None:
+    """(Re-)assert the settings every managed repository must have."""
+    config = repo.config
+    if _get(config, "core.hooksPath") != str(hooks_dir):
+        config["core.hooksPath"] = str(hooks_dir)
+    wanted = {
+        # Internal pins are hidden from every client (upload-pack and receive-pack).
+        "transfer.hideRefs": INTERNAL_REF_PREFIX.rstrip("/"),
+        "receive.denyDeleteCurrent": "false",
+        "receive.fsckObjects": "true",
+        "core.logAllRefUpdates": "false",
+        "gc.auto": "0",
+    }
+    for key, value in wanted.items():
+        if _get(config, key) != value:
+            config[key] = value
+
+
+def _get(config: pygit2.Config, key: str) -> str | None:
+    try:
+        return str(config[key])
+    except KeyError:
+        return None
+
+
+def open_repository(path: Path) -> pygit2.Repository:
+    try:
+        return pygit2.Repository(str(path))
+    except pygit2.GitError:
+        raise NotFound(f"repository storage missing at {path.name}") from None
+
+
+def ensure_configured(path: Path, hooks_dir: Path) -> None:
+    """Re-assert configuration (called before each push, under the repository lock)."""
+    configure(open_repository(path), hooks_dir)

@@ -1,0 +1,7 @@
+"""SQLAlchemy models on the core's ``Base``. Import this package to register every table."""
+
+from forge_ci.models.accounts import SshKey, User
+from forge_ci.models.base import Base, utcnow
+from forge_ci.models.repositories import Membership, Repository
+
+__all__ = ["Base", "Membership", "Repository", "SshKey", "User", "utcnow"]

@@ -1,0 +1,52 @@
+"""Repositories and who may do what in them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from forge_ci.models.accounts import User
+from forge_ci.models.base import Base, utcnow
+
+
+class Repository(Base):
+    """A bare git repository ``owner/name`` under the data directory."""
+
+    __tablename__ = "repositories"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    default_branch: Mapped[str] = mapped_column(String(255), default="main")
+    push_workflows_enabled: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    owner: Mapped[User] = relationship()
+    memberships: Mapped[list[Membership]] = relationship(
+        back_populates="repository", cascade="all, delete-orphan"
+    )
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner.name}/{self.name}"
+
+
+class Membership(Base):
+    """A user's role in a repository: read < write < admin < owner."""
+
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("repository_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repository_id: Mapped[int] = mapped_column(
+        ForeignKey("repositories.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(10))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    repository: Mapped[Repository] = relationship(back_populates="memberships")
+    user: Mapped[User] = relationship()

@@ -1,0 +1,135 @@
+"""Use cases for repositories and memberships."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from forge_ci.accounts import get_user
+from forge_ci.authz import Actor, Role, require_role, role_in
+from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from forge_ci.gitstore import init_bare, repository_path
+from forge_ci.models import Membership, Repository, User
+from forge_ci.names import split_full_name
+from forge_ci.settings import Settings
+
+
+def find_repository(session: Session, actor: Actor, full_name: str, needed: Role) -> Repository:
+    """The repository ``owner/name`` if the actor has ``needed``.
+
+    Unknown and unreadable repositories both raise the same NotFound.
+    """
+    try:
+        owner, name = split_full_name(full_name)
+    except InvalidInput:
+        raise NotFound(f"repository {full_name} not found") from None
+    repo = session.scalar(
+        select(Repository).join(Repository.owner).where(User.name == owner, Repository.name == name)
+    )
+    if repo is None:
+        raise NotFound(f"repository {full_name} not found")
+    require_role(session, actor, repo, needed)
+    return repo
+
+
+def create_repository(
+    session: Session, settings: Settings, actor: Actor, full_name: str, default_branch: str = "main"
+) -> Repository:
+    """Create ``owner/name`` in the database and as a bare repository on disk.
+
+    The bare repository is created before the row is flushed; if the database refuses the row,
+    the directory is removed again, so no half-created repository remains.
+    """
+    owner_name, name = split_full_name(full_name)
+    owner = get_user(session, owner_name)
+    if not (actor.is_site_admin or actor.user_id == owner.id):
+        raise PermissionDenied("you may only create repositories under your own name")
+    exists = session.scalar(
+        select(Repository.id).where(Repository.owner_id == owner.id, Repository.name == name)
+    )
+    if exists is not None:
+        raise Conflict(f"repository {full_name} already exists")
+    path = repository_path(settings.repositories_dir, owner_name, name)
+    if path.exists():
+        raise Conflict(f"repository {full_name} already exists on disk; remove it or choose a name")
+    init_bare(path, settings.hooks_dir, default_branch)
+    try:
+        repo = Repository(owner=owner, name=name, default_branch=default_branch)
+        session.add(repo)
+        session.flush()
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return repo
+
+
+@dataclass(frozen=True)
+class RepositoryInfo:
+    full_name: str
+    default_branch: str
+    push_workflows: bool
+    role: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.full_name,
+            "default_branch": self.default_branch,
+            "push_workflows": self.push_workflows,
+            "role": self.role,
+        }
+
+
+def list_repositories(session: Session, actor: Actor) -> list[RepositoryInfo]:
+    """Repositories the actor can read, by name."""
+    query = select(Repository).join(Repository.owner).order_by(User.name, Repository.name)
+    if not actor.is_site_admin:
+        if actor.user_id is None:
+            return []
+        member_of = select(Membership.repository_id).where(Membership.user_id == actor.user_id)
+        query = query.where(or_(Repository.owner_id == actor.user_id, Repository.id.in_(member_of)))
+    result = []
+    for repo in session.scalars(query):
+        role = role_in(session, actor, repo)
+        if role is None:
+            continue
+        result.append(
+            RepositoryInfo(
+                repo.full_name, repo.default_branch, repo.push_workflows_enabled, role.label
+            )
+        )
+    return result
+
+
+def grant(session: Session, actor: Actor, full_name: str, user_name: str, role: Role) -> Membership:
+    """Give ``user_name`` ``role`` in the repository (replacing any earlier role)."""
+    repo = find_repository(session, actor, full_name, Role.ADMIN)
+    user = get_user(session, user_name)
+    if role == Role.OWNER:
+        raise InvalidInput("the owner role belongs to the repository's owner; grant admin instead")
+    if user.id == repo.owner_id:
+        raise Conflict(f"{user_name} owns {full_name}; the owner's role cannot change")
+    membership = session.scalar(
+        select(Membership).where(Membership.repository_id == repo.id, Membership.user_id == user.id)
+    )
+    if membership is None:
+        membership = Membership(repository=repo, user=user, role=role.label)
+        session.add(membership)
+    else:
+        membership.role = role.label
+    session.flush()
+    return membership
+
+
+def revoke(session: Session, actor: Actor, full_name: str, user_name: str) -> None:
+    repo = find_repository(session, actor, full_name, Role.ADMIN)
+    user = get_user(session, user_name)
+    membership = session.scalar(
+        select(Membership).where(Membership.repository_id == repo.id, Membership.user_id == user.id)
+    )
+    if membership is None:
+        raise NotFound(f"{user_name} has no role in {full_name}")
+    session.delete(membership)
+    session.flush()

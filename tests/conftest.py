@@ -1,0 +1,276 @@
+"""Shared fixtures: real databases (SQLite and PostgreSQL), real Redis, real git repositories.
+
+A test that needs a component that is missing skips with the reason; with
+``FORGE_CI_REQUIRE_ALL=1`` (set by .ci/run) that skip is a failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from forge_ci.db import Database, create_db_engine
+from forge_ci.migrations import upgrade
+from forge_ci.settings import Settings, load_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REQUIRE_ALL = os.environ.get("FORGE_CI_REQUIRE_ALL") == "1"
+
+
+def need(reason: str) -> None:
+    """Skip for a missing component, or fail when every component is required."""
+    if REQUIRE_ALL:
+        pytest.fail(f"required component missing (FORGE_CI_REQUIRE_ALL=1): {reason}")
+    pytest.skip(reason)
+
+
+def shared_dir() -> Path:
+    """The project's shared/ folder (beside the checkout), or FORGE_CI_SHARED_DIR."""
+    configured = os.environ.get("FORGE_CI_SHARED_DIR")
+    return Path(configured) if configured else REPO_ROOT.parent / "shared"
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    url = os.environ.get("FORGE_CI_TEST_POSTGRES_URL")
+    if not url:
+        need(
+            "PostgreSQL not configured: FORGE_CI_TEST_POSTGRES_URL is unset "
+            "(deploy/run-tests sets it)"
+        )
+    assert url is not None
+    try:
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        engine.dispose()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+        need(f"PostgreSQL not reachable at {make_url(url).render_as_string()}: {exc}")
+    return url
+
+
+class PostgresDatabases:
+    """Creates throwaway databases, cloning a migrated template for speed."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = make_url(admin_url)
+        self.admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        self.prefix = f"fci_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        self.template: str | None = None
+        self.created: list[str] = []
+
+    def url_for(self, name: str) -> str:
+        return self.admin_url.set(database=name).render_as_string(hide_password=False)
+
+    def create(self, migrated: bool) -> str:
+        name = f"{self.prefix}_{len(self.created)}"
+        with self.admin.connect() as conn:
+            if migrated:
+                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{self._template()}"'))
+            else:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+        self.created.append(name)
+        return self.url_for(name)
+
+    def _template(self) -> str:
+        if self.template is None:
+            name = f"{self.prefix}_template"
+            with self.admin.connect() as conn:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            self.created.append(name)
+            engine = create_db_engine(self.url_for(name))
+            upgrade(engine)
+            engine.dispose()
+            self.template = name
+        return self.template
+
+    def drop_all(self) -> None:
+        with self.admin.connect() as conn:
+            for name in reversed(self.created):
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        self.admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_admin_url: str) -> Iterator[PostgresDatabases]:
+    databases = PostgresDatabases(postgres_admin_url)
+    yield databases
+    databases.drop_all()
+
+
+# --- SQLite template ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    engine = create_db_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    return path
+
+
+# --- Databases per test -------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+def _new_db_url(kind: str, migrated: bool, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if kind == "sqlite":
+        path = tmp_path / "forge-ci.db"
+        if migrated:
+            shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    return databases.create(migrated)
+
+
+@pytest.fixture
+def db_url(db_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database of each kind."""
+    return _new_db_url(db_kind, True, tmp_path, request)
+
+
+@pytest.fixture
+def empty_db_url(db_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A database of each kind with no schema at all."""
+    return _new_db_url(db_kind, False, tmp_path, request)
+
+
+@pytest.fixture
+def sqlite_db_url(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A migrated SQLite database, for tests where the database kind does not matter."""
+    return _new_db_url("sqlite", True, tmp_path, request)
+
+
+# --- Settings and sessions ----------------------------------------------------------------------
+
+
+def make_settings(data_dir: Path, database_url: str, **extra: str) -> Settings:
+    env = {"FORGE_CI_DATA_DIR": str(data_dir), "FORGE_CI_DATABASE_URL": database_url, **extra}
+    return load_settings(env=env)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def settings(data_dir: Path, db_url: str) -> Settings:
+    from forge_ci.setup import ensure_layout
+
+    value = make_settings(data_dir, db_url)
+    ensure_layout(value)
+    return value
+
+
+@pytest.fixture
+def database(settings: Settings) -> Iterator[Database]:
+    db = Database(settings)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def session(database: Database) -> Iterator[Session]:
+    with database.session() as s:
+        yield s
+
+
+# --- Redis --------------------------------------------------------------------------------------
+
+
+class RedisServer:
+    """A private redis-server on a Unix socket, stopped at the end of the test session."""
+
+    def __init__(self, directory: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            need("redis-server not installed (apt-get install redis-server)")
+        assert binary is not None
+        self.directory = directory
+        self.socket = directory / "redis.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.binary = binary
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                "0",
+                "--unixsocket",
+                str(self.socket),
+                "--unixsocketperm",
+                "700",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not self.socket.exists():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None
+
+    def flush(self) -> None:
+        import redis
+
+        client = redis.Redis(unix_socket_path=str(self.socket))
+        client.flushall()
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """A Redis URL with an empty database for this test."""
+    if redis_server.process is None or redis_server.process.poll() is not None:
+        redis_server.start()
+    redis_server.flush()
+    return redis_server.url

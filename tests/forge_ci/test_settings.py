@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forge_ci.errors import ConfigurationError
+from forge_ci.settings import load_settings, parse_listen
+
+
+def test_defaults_derive_from_the_data_directory(tmp_path: Path) -> None:
+    settings = load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path)})
+    assert settings.data_dir == tmp_path
+    assert settings.database_url == f"sqlite:///{tmp_path / 'forge-ci.db'}"
+    assert settings.redis_url == f"unix://{tmp_path / 'run' / 'redis.sock'}"
+    assert settings.ssh_listen == ("127.0.0.1", 2222)
+    assert settings.web_listen == ("127.0.0.1", 8080)
+    assert settings.repositories_dir == tmp_path / "repositories"
+    assert settings.hooks_dir == tmp_path / "hooks"
+    assert settings.public_url == "http://127.0.0.1:8080"
+
+
+def test_environment_overrides_the_file_which_overrides_defaults(tmp_path: Path) -> None:
+    config = tmp_path / "forge-ci.toml"
+    config.write_text('ssh_listen = "127.0.0.1:2022"\nweb_listen = "127.0.0.1:9000"\n')
+    settings = load_settings(
+        env={"FORGE_CI_DATA_DIR": str(tmp_path), "FORGE_CI_WEB_LISTEN": "[::1]:9100"}
+    )
+    assert settings.ssh_listen == ("127.0.0.1", 2022)  # from the file in the data directory
+    assert settings.web_listen == ("::1", 9100)  # the environment wins
+    assert settings.public_url == "http://[::1]:9100"
+    assert settings.ssh_url == "ssh://git@127.0.0.1:2022"
+
+
+@pytest.mark.parametrize("value", ["2222", "host:", ":80", "host:port", "h:70000", "[::1]2222"])
+def test_bad_listen_addresses_are_refused_with_the_variable_named(value: str) -> None:
+    with pytest.raises(ConfigurationError, match="FORGE_CI_SSH_LISTEN must be HOST:PORT"):
+        parse_listen(value, "FORGE_CI_SSH_LISTEN")
+
+
+def test_unknown_keys_in_the_file_are_refused(tmp_path: Path) -> None:
+    config = tmp_path / "other.toml"
+    config.write_text('ssh_lisen = "127.0.0.1:2022"\n')
+    with pytest.raises(ConfigurationError, match="unknown setting 'ssh_lisen'"):
+        load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path), "FORGE_CI_CONFIG": str(config)})
+
+
+def test_invalid_toml_and_missing_file_are_named(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("this is = = not toml")
+    with pytest.raises(ConfigurationError, match="is not valid TOML"):
+        load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path)}, config_file=config)
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path)}, config_file=tmp_path / "nope")
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        ("FORGE_CI_REPO_LOCK_TIMEOUT", "-1", "greater than 0"),
+        ("FORGE_CI_REPO_LOCK_TIMEOUT", "soon", "must be a number"),
+        ("FORGE_CI_SSH_MAX_CONNECTIONS", "1.5", "positive whole number"),
+        ("FORGE_CI_DATABASE_URL", "mysql://x", "sqlite:/// or postgresql"),
+    ],
+)
+def test_bad_values_are_refused(tmp_path: Path, var: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path), var: value})
