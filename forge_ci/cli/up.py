@@ -1,0 +1,81 @@
+"""``forge-ci up``: every service on one machine with the embedded defaults."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import click
+
+from forge_ci.cli.common import settings
+from forge_ci.errors import Unavailable
+
+#: Services in start order; each is a ``forge-ci`` subcommand run as a child process.
+SERVICES = ("worker", "ssh", "web", "provider")
+
+
+def wait_for_port(host: str, port: int, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+@click.command()
+@click.option("--demo", is_flag=True, help="Also create a demo user, repository and pipeline.")
+@click.option(
+    "--exit-after-demo",
+    is_flag=True,
+    help="Stop everything once the demo has printed its result (for scripts and tests).",
+)
+def up(demo: bool, exit_after_demo: bool) -> None:
+    """Start web, ssh, worker, a private Redis and (with Docker) a provider."""
+    from forge_ci.cli import cli as root
+    from forge_ci.cli.database import init
+    from forge_ci.supervisor import Supervisor, private_redis_socket, redis_child, service_child
+
+    ctx = click.get_current_context()
+    ctx.invoke(init)
+    config = settings()
+    env = {**os.environ, "FORGE_CI_DATA_DIR": str(config.data_dir)}
+    supervisor = Supervisor(env)
+    try:
+        socket_path = private_redis_socket(config)
+        if socket_path is not None:
+            socket_path.unlink(missing_ok=True)
+            supervisor.start(redis_child(config, socket_path), ready=socket_path)
+            click.echo(f"redis     {config.redis_url}")
+        started = []
+        for service in SERVICES:
+            if service not in root.commands:
+                continue
+            supervisor.start(service_child(config, service))
+            started.append(service)
+        if "ssh" in started and not wait_for_port(*config.ssh_listen):
+            raise Unavailable(f"the SSH server did not listen on {config.ssh_listen}")
+        if "web" in started and not wait_for_port(*config.web_listen):
+            raise Unavailable(f"the web server did not listen on {config.web_listen}")
+        for service in started:
+            click.echo(f"{service:<9} started (log: {config.run_dir / (service + '.log')})")
+        missing = [s for s in SERVICES if s not in started]
+        if missing:
+            click.echo(f"not available in this version: {', '.join(missing)}")
+        if demo:
+            from forge_ci.demo import run_demo
+
+            run_demo(config, started, echo=click.echo)
+            if exit_after_demo:
+                return
+        click.echo("forge-ci is up; press Ctrl-C to stop")
+        dead = supervisor.wait()
+        if dead is not None:
+            raise Unavailable(
+                f"{dead.name} stopped unexpectedly; see {dead.log_path}. Stopped the rest."
+            )
+    finally:
+        supervisor.stop()
