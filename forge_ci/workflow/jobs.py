@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import MAX_ENV_ENTRIES, EnvValue, parse_env
 from forge_ci.workflow.expressions import ExpressionError
 from forge_ci.workflow.labels import normalize_labels
@@ -111,7 +111,7 @@ def parse_job(
         if name in UNSUPPORTED_JOB_KEYS:
             problems.at(item_key, UNSUPPORTED_JOB_KEYS[name])
         elif name not in JOB_KEYS:
-            problems.at(item_key, f"'{name}' is not a job key{did_you_mean(name, JOB_KEYS)}")
+            problems.at(item_key, f"'{name}' is not a job key{problems.hint(name, JOB_KEYS)}")
     for required in ("runs-on", "steps"):
         if required not in node and "uses" not in node:
             problems.at(node, f"job '{key.value}' needs {required}")
@@ -207,7 +207,7 @@ def _needs(
             continue
         target = known.get(item.value.lower())
         if target is None:
-            hint = did_you_mean(item.value, list(known.values()))
+            hint = problems.hint(item.value, list(known.values()))
             problems.at(item, f"job '{job_id}' needs unknown job '{item.value}'{hint}")
         elif any(name == target for name, _ in found):
             problems.at(item, f"job '{target}' is listed twice in needs")
