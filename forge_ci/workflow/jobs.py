@@ -284,8 +284,11 @@ def _instances(
         contexts = {"matrix": combo or {}, "strategy": context}
         suffix = f" ({', '.join(_display(v) for v in combo.values())})" if combo else ""
         instance_key = key.value + suffix
-        if instance_key in used:
-            instance_key = f"{instance_key} #{index + 1}"
+        # Different values can print alike ('1' and 1); a counter keeps keys unique and stable.
+        counter = 2
+        while instance_key in used:
+            instance_key = f"{key.value}{suffix} #{counter}"
+            counter += 1
         used.add(instance_key)
         display = key.value
         if name is not None:

@@ -13,7 +13,6 @@ check, so ``build_plan`` cannot fail later.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
 from forge_ci.workflow.diagnostics import Problems
@@ -62,7 +61,8 @@ class Workflow:
     contents: str | None
     jobs: tuple[Job, ...]
     document: Mapping = field(repr=False)
-    plan_data: dict[str, Any] = field(repr=False, compare=False)
+    #: The normalized plan as canonical JSON (``build_plan`` decodes it).
+    plan_json: bytes = field(repr=False, compare=False)
 
 
 def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
