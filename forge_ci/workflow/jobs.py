@@ -22,7 +22,7 @@ from forge_ci.workflow.matrix import Strategy, parse_strategy
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 from forge_ci.workflow.permissions import parse_permissions
 from forge_ci.workflow.render import render, static_value, strategy_context, to_text
-from forge_ci.workflow.steps import Step, id_problem, parse_steps
+from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
 from forge_ci.workflow.templates import ANY_MATRIX_KEY, ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
 
@@ -159,7 +159,8 @@ def parse_job(
     steps = parse_steps(node["steps"], scope, checker, problems) if "steps" in node else []
     outputs: dict[str, Template] = {}
     if "outputs" in node:
-        step_ids = frozenset(s.id.lower() for s in steps if not s.generated_id)
+        # Ids as written, so that a step refused for another reason is not reported again here.
+        step_ids = written_step_ids(node["steps"]) if "steps" in node else frozenset()
         outputs = _outputs(
             node["outputs"],
             scope.narrowed("job outputs", _JOB_OUTPUTS, steps=step_ids),

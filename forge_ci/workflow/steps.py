@@ -80,6 +80,18 @@ def is_checkout(uses: str) -> bool:
     return uses == CHECKOUT or (name == "actions/checkout" and bool(ref))
 
 
+def written_step_ids(node: Node) -> frozenset[str]:
+    """The explicit step ids of a ``steps`` list, lowercased (job outputs may use any of them)."""
+    if not isinstance(node, Sequence):
+        return frozenset()
+    ids = set()
+    for item in node.items:
+        value = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(value, Scalar):
+            ids.add(value.value.lower())
+    return frozenset(ids)
+
+
 def parse_steps(
     node: Node, job_scope: Scope, checker: ExpressionChecker, problems: Problems
 ) -> list[Step]:

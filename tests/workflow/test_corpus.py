@@ -151,7 +151,7 @@ READER_REFUSED_ON_PURPOSE = {
     "events-mapping.yml": EVENTS,
     "float-folded-style.yml": ACTIONS,
     "id-to-long.yml": ACTIONS,
-    "insert.yml": "no earlier step in this job has the id",  # GitHub yields null at run time
+    "insert.yml": "no step in this job has the id",  # GitHub yields null at run time
     "is-partial-rerun.yml": REUSABLE,
     "job-basic.yml": LINUX_ONLY,
     "job-cancel-timeout-minutes.yml": "cancel-timeout-minutes is not supported",

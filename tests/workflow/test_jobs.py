@@ -271,3 +271,16 @@ def test_concurrency(plan_of: PlanOf, refuse: Refuse) -> None:
         ),
     ]:
         assert reason in messages(refuse(text + workflow(job())))
+
+
+def test_outputs_may_read_any_step_of_the_job(plan_of: PlanOf, refuse: Refuse) -> None:
+    text = workflow(
+        job("outputs:\n  last: ${{ steps.last.outputs.x }}").replace(
+            "- run: echo hi", "- run: echo hi\n      - id: last\n        run: echo"
+        )
+    )
+    assert plan_of(text)["jobs"][0]["outputs"] == {
+        "last": {"template": [{"expr": "steps.last.outputs.x"}]}
+    }
+    diagnostics = refuse(workflow(job("outputs:\n  x: ${{ steps.nope.outputs.x }}")))
+    assert "no step in this job has the id 'nope'" in messages(diagnostics)
