@@ -25,12 +25,9 @@ Answer (parent -> hook), then the parent closes the connection::
 
 Ref names cannot contain spaces or newlines (git-check-ref-format), so the line format needs no
 quoting. This module is imported by the hook programs, which must start in a few milliseconds:
-it uses the standard library only and imports nothing at module level.
+it imports nothing at all (``dataclasses`` or ``typing`` alone would cost the hook more than its
+whole budget), hence the hand-written value classes below.
 """
-
-from __future__ import annotations
-
-from dataclasses import dataclass
 
 MAGIC = "forge-ci-hook 1"
 #: The most a request may hold: pushes of tens of thousands of refs still fit.
@@ -50,32 +47,90 @@ class WireError(ValueError):
     """A request or answer that does not follow this format."""
 
 
-@dataclass(frozen=True)
-class Update:
+class _Value:
+    """A small immutable record compared by value (what a frozen dataclass would give)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Value)
+            and type(other) is type(self)
+            and self._fields() == other._fields()
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+    def _init(self, **values: object) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
+class Update(_Value):
     """One ref update exactly as git reports it to a hook."""
 
+    __slots__ = ("old", "new", "ref")
     old: str
     new: str
     ref: str
 
+    def __init__(self, old: str, new: str, ref: str) -> None:
+        self._init(old=old, new=new, ref=ref)
 
-@dataclass(frozen=True)
-class Request:
+
+class Request(_Value):
+    """What a hook asks: its name, git's phase (``-`` for pre-receive), the push, the updates."""
+
+    __slots__ = ("hook", "phase", "session", "updates")
     hook: str
     phase: str
     session: str
     updates: tuple[Update, ...]
 
+    def __init__(self, hook: str, phase: str, session: str, updates: tuple[Update, ...]) -> None:
+        self._init(hook=hook, phase=phase, session=session, updates=tuple(updates))
 
-@dataclass(frozen=True)
-class Answer:
+
+class Answer(_Value):
+    """The parent's verdict; ``message`` is shown to the pusher when ``ok`` is False."""
+
+    __slots__ = ("ok", "message")
     ok: bool
-    message: str = ""
+    message: str
+
+    def __init__(self, ok: bool, message: str = "") -> None:
+        self._init(ok=ok, message=message)
 
 
 def is_zero(oid: str) -> bool:
     """True for git's null object id (``0000...``), meaning "no such ref" on either side."""
     return oid.strip("0") == ""
+
+
+def events_in(updates: list[Update] | tuple[Update, ...]) -> list[Update]:
+    """The updates that make push events: real ref moves outside forge-ci's own namespace.
+
+    Git's ``reference-transaction`` input also carries entries that move nothing: ``HEAD`` when
+    the pushed branch is HEAD's target (a reflog-only mirror of the branch update; a push *to*
+    HEAD is refused by pre-receive before any transaction), and ``0000 -> 0000`` when git deletes
+    a ref from packed-refs. Those are dropped, like updates of forge-ci's own pins.
+    """
+    return [
+        u
+        for u in updates
+        if u.old != u.new and u.ref != "HEAD" and not u.ref.startswith(INTERNAL_REF_PREFIX)
+    ]
 
 
 def parse_updates(text: str) -> tuple[Update, ...]:

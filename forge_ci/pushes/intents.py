@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from forge_ci.db import begin_write
 from forge_ci.errors import Conflict
-from forge_ci.hookwire import INTERNAL_REF_PREFIX, Update
+from forge_ci.hookwire import Update, events_in
 from forge_ci.models import PushEvent, PushEventState
 from forge_ci.pushes.refpolicy import check_ref_updates
 
@@ -29,15 +29,6 @@ class PushContext:
     session_id: str
 
 
-def relevant(updates: Iterable[Update]) -> list[Update]:
-    """The updates that make events: real changes outside forge-ci's own namespace.
-
-    Git also reports no-op updates (``0000 -> 0000`` when it deletes a ref from packed-refs);
-    those move nothing and are dropped.
-    """
-    return [u for u in updates if u.old != u.new and not u.ref.startswith(INTERNAL_REF_PREFIX)]
-
-
 def record_intents(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
     """Record one ``prepared`` intent per update and commit; return their ids.
 
@@ -45,7 +36,7 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
     update of a ref this push already recorded is a Conflict (git never does that). Refs the
     policy refuses are refused here too, so a bypassed pre-receive still records nothing.
     """
-    wanted = relevant(updates)
+    wanted = events_in(list(updates))
     check_ref_updates(wanted)
     begin_write(session)
     existing = {
@@ -84,7 +75,7 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
 def _move(
     session: Session, push: PushContext, updates: Iterable[Update], state: PushEventState
 ) -> int:
-    wanted = {(u.ref, u.old, u.new) for u in relevant(updates)}
+    wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
     if not wanted:
         return 0
     begin_write(session)
