@@ -71,6 +71,8 @@ def pump(
                 client_gone = True
                 process.kill()
     status = process.wait()
+    process.stdout.close()
+    process.stderr.close()
     return status if status >= 0 else 128 - status  # killed by signal N -> 128+N, like a shell
 
 
