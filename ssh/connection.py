@@ -78,10 +78,11 @@ def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko
         if not transport.is_authenticated():
             log.info("SSH client did not authenticate within %.0f s", settings.ssh_auth_timeout)
         return
-    remaining = max(REQUEST_TIMEOUT - (time.monotonic() - started), 1.0)
-    if not interface.requested.wait(remaining):
-        channel.close()
-        return
+    deadline = max(started + REQUEST_TIMEOUT, time.monotonic() + 1.0)
+    while not interface.requested.wait(0.1):
+        if channel.closed or not transport.is_active() or time.monotonic() > deadline:
+            channel.close()
+            return
     status = run_request(ctx, interface, channel, interface.pusher)
     _finish(channel, status)
     # Let the client hang up first: closing under a client that is still sending (its channel
