@@ -98,8 +98,8 @@ def run(
                 database.engine.dispose()
             if stopping.is_set():
                 break
-            worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
             try:
+                worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
                 worker.work(
                     burst=burst,
                     max_jobs=MAX_JOBS_BETWEEN_SCANS,
@@ -111,6 +111,7 @@ def run(
                     raise Unavailable(f"Redis is unavailable ({exc}); try again later") from exc
                 log.warning("Redis unavailable, retrying in %.0f s: %s", scan_interval, exc)
                 stopping.wait(scan_interval)
+                continue
             if burst or worker.stop_requested:
                 break
     finally:
