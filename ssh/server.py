@@ -22,7 +22,6 @@ from forge_ci.queueing import JobQueue
 from forge_ci.settings import Settings
 from ssh.connection import serve_connection
 from ssh.context import ServerContext
-from ssh.hookserver import socket_directory
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,6 @@ class SshServer:
             settings=settings,
             database=self.database,
             queue=JobQueue(settings),
-            socket_dir=socket_directory(settings.run_dir),
         )
         host, port = settings.ssh_listen
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

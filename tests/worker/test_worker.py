@@ -19,8 +19,8 @@ from forge_ci.gitstore import repository_path
 from forge_ci.hookwire import Update
 from forge_ci.locks import repository_lock
 from forge_ci.models import PushEvent
-from forge_ci.pushes.intents import PushContext, mark_committed, record_intents
-from forge_ci.pushes.settling import settle_repository
+from forge_ci.pushes.intents import PushContext, record_intents
+from forge_ci.pushes.settling import confirm_updates, settle_repository
 from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
 from forge_ci.repos import create_repository
 from forge_ci.settings import Settings
@@ -55,7 +55,9 @@ def intent(
     new = commit(git, session_id)
     with database.session() as s:
         [event_id] = record_intents(
-            s, PushContext(repository_id, pusher_id, session_id), [Update(ZERO, new, ref)]
+            s,
+            PushContext(repository_id, pusher_id, session_id, "alice/demo"),
+            [Update(ZERO, new, ref)],
         )
     return event_id, new
 
@@ -128,8 +130,8 @@ def test_the_scan_settles_crash_leftovers_and_enqueues_confirmed_events(
     done, done_to = intent(database, repo, "s3", "refs/heads/done")
     git.references.create("refs/heads/done", pygit2.Oid(hex=done_to))
     with database.session() as s:
-        context = PushContext(repository_id, pusher_id, "s3")
-        mark_committed(s, context, [Update(ZERO, done_to, "refs/heads/done")])
+        context = PushContext(repository_id, pusher_id, "s3", "alice/demo")
+        confirm_updates(s, settings, context, [Update(ZERO, done_to, "refs/heads/done")])
 
     assert sorted(scan(settings, database, queue)) == sorted([moved, done])
     assert (state(database, moved), state(database, stuck), state(database, done)) == (
