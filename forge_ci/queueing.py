@@ -50,6 +50,10 @@ class JobQueue:
             self._queue = Queue(PUSH_EVENTS_QUEUE, connection=connection)
         return self._queue
 
+    def prepare(self) -> None:
+        """Import RQ and build the client ahead of the first enqueue (connects on first use)."""
+        self._rq_queue()
+
     @property
     def connection(self) -> Any:
         """The Redis client (the worker front door serves the same queue with it)."""

@@ -53,11 +53,11 @@ class SshServer:
                 "`forge-ci hooks install`",
                 "; ".join(problems),
             )
-        self.context = ServerContext(
-            settings=settings,
-            database=self.database,
-            queue=JobQueue(settings),
-        )
+        queue = JobQueue(settings)
+        self.context = ServerContext(settings=settings, database=self.database, queue=queue)
+        # Import RQ and make the Redis client now (no connection yet), so that the first push
+        # does not pay for the imports.
+        queue.prepare()
         host, port = settings.ssh_listen
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
