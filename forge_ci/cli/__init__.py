@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, repos, up, workflow
+from forge_ci.cli import accounts, database, events, hooks, repos, services, up, workflow
 from forge_ci.cli.common import run_cli
 
 
@@ -30,6 +30,10 @@ for group in (
     accounts.user,
     accounts.key,
     repos.repo,
+    events.events,
+    hooks.hooks,
+    services.ssh_command,
+    services.worker_command,
     workflow.workflow,
     up.up,
 ):

@@ -1,0 +1,166 @@
+"""Confirming events: pinning what git moved, and recovering what a crash left open.
+
+Everything here runs under the repository lock.
+
+``confirm_updates`` answers the ``committed`` phase of a push: git has moved the refs, so each
+intent is pinned under ``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and
+confirmed, in one transaction.
+
+``settle_repository`` runs before every managed write (so a crash of an earlier push is resolved
+first), after every push (for a ``committed`` report that never arrived) and in the worker's
+scan. Each intent still ``prepared`` is compared with the ref now:
+
+- at the new value: git moved it -> pinned and confirmed;
+- at the old value: git did not -> aborted;
+- anything else: someone moved the ref outside forge-ci. Guessing could invent or lose an
+  event, so writes are refused until an operator looks (NeedsInspection, naming the event).
+
+Pins are written before the database commit: a crash between the two leaves a pin that the next
+settle rewrites to the same value, never a confirmed event without its pin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pygit2
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from forge_ci.db import begin_write
+from forge_ci.errors import NeedsInspection, NotFound
+from forge_ci.gitstore import has_object, open_repository, pin, read_ref, repository_path
+from forge_ci.hookwire import Update, events_in, is_zero
+from forge_ci.models import PushEvent, PushEventState, Repository
+from forge_ci.pushes.intents import PushContext
+from forge_ci.settings import Settings
+
+OPEN_STATES = (PushEventState.PREPARED.value,)
+
+
+@dataclass
+class Settled:
+    """What one settle did, for the caller's log and enqueueing."""
+
+    confirmed: list[int] = field(default_factory=list)
+    aborted: list[int] = field(default_factory=list)
+
+
+def _git(settings: Settings, full_name: str) -> pygit2.Repository:
+    owner, name = full_name.split("/", 1)
+    return open_repository(repository_path(settings.repositories_dir, owner, name))
+
+
+def confirm_updates(
+    session: Session, settings: Settings, push: PushContext, updates: Iterable[Update]
+) -> list[int]:
+    """Git moved these refs (``committed`` phase): pin and confirm their intents, commit.
+
+    Returns the ids confirmed, for enqueueing. Idempotent: intents already settled are skipped.
+    An intent whose commit cannot be pinned stays ``prepared`` for settle_repository to judge.
+    """
+    wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
+    if not wanted:
+        return []
+    begin_write(session)
+    events = [
+        event
+        for event in session.scalars(
+            select(PushEvent)
+            .where(
+                PushEvent.push_session == push.session_id,
+                PushEvent.state == PushEventState.PREPARED.value,
+            )
+            .order_by(PushEvent.id)
+        )
+        if (event.ref, event.old_sha, event.new_sha) in wanted
+    ]
+    confirmed = []
+    if events:
+        git = _git(settings, push.full_name)
+        confirmed = [event.id for event in events if _confirm(git, event) is None]
+    session.commit()
+    return confirmed
+
+
+def settle_repository(session: Session, settings: Settings, repository_id: int) -> Settled:
+    """Resolve the repository's open intents against its refs, commit, say what was confirmed.
+
+    Raises NeedsInspection (after committing whatever could be settled) when an intent cannot be
+    resolved; the message names each such event.
+    """
+    if session.in_transaction():  # the read below ends its transaction: never someone else's
+        raise RuntimeError("settle_repository() needs a session with no transaction in progress")
+    result = Settled()
+    # Almost always there is nothing to settle: find that out with one read, not a write
+    # transaction (on SQLite that would serialize every push of every repository). The caller's
+    # lock keeps new intents for this repository from appearing in between.
+    has_open = session.scalar(
+        select(PushEvent.id)
+        .where(PushEvent.repository_id == repository_id, PushEvent.state.in_(OPEN_STATES))
+        .limit(1)
+    )
+    session.rollback()
+    if has_open is None:
+        return result
+    begin_write(session)
+    open_events = list(
+        session.scalars(
+            select(PushEvent)
+            .where(PushEvent.repository_id == repository_id, PushEvent.state.in_(OPEN_STATES))
+            .order_by(PushEvent.id)
+        )
+    )
+    repository = session.get(Repository, repository_id)
+    if repository is None:
+        raise NotFound(f"repository {repository_id} not found")
+    git = _git(settings, repository.full_name)
+    problems: list[str] = []
+    for event in open_events:
+        problem = _resolve(git, event, result)
+        if problem:
+            problems.append(problem)
+    session.commit()
+    if problems:
+        raise NeedsInspection(
+            f"writes to {repository.full_name} are refused until an operator inspects it "
+            '(see docs/ssh.md, "Recovery"):\n' + "\n".join(f"  {p}" for p in problems)
+        )
+    return result
+
+
+def _describe(event: PushEvent) -> str:
+    return (
+        f"push event {event.id} ({event.ref} {event.old_sha[:12]} -> {event.new_sha[:12]}, "
+        f"pushed by {event.pusher.name})"
+    )
+
+
+def _resolve(git: pygit2.Repository, event: PushEvent, result: Settled) -> str | None:
+    current = read_ref(git, event.ref)
+    if current is None:  # an absent ref is the "new" side of a deletion, the "old" of a creation
+        at_new, at_old = event.is_deletion, is_zero(event.old_sha)
+    else:
+        at_new, at_old = current == event.new_sha, current == event.old_sha
+    if at_new:
+        problem = _confirm(git, event)
+        if problem is None:
+            result.confirmed.append(event.id)
+        return problem
+    if at_old:
+        event.move_to(PushEventState.ABORTED)
+        result.aborted.append(event.id)
+        return None
+    now = "the ref no longer exists" if current is None else f"the ref is now at {current[:12]}"
+    return f"{_describe(event)} needs inspection: {now}"
+
+
+def _confirm(git: pygit2.Repository, event: PushEvent) -> str | None:
+    pin_ref = event.pin_ref
+    if pin_ref is not None:
+        if not has_object(git, event.new_sha):
+            return f"{_describe(event)} needs inspection: its commit is missing from the repository"
+        pin(git, pin_ref, event.new_sha)
+    event.move_to(PushEventState.CONFIRMED)
+    return None
