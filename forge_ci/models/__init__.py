@@ -2,6 +2,7 @@
 
 from forge_ci.models.accounts import SshKey, User
 from forge_ci.models.base import Base, utcnow
+from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 
@@ -11,6 +12,8 @@ __all__ = [
     "JobDependency",
     "JobOutput",
     "Membership",
+    "PushEvent",
+    "PushEventState",
     "Repository",
     "Run",
     "RunSequence",

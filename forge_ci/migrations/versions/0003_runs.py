@@ -1,7 +1,7 @@
 """runs: push-workflow switch time, run numbers, runs with their snapshot, jobs, edges, outputs
 
 Revision ID: 0003_runs
-Revises: 0001_baseline
+Revises: 0002_push_events
 
 The snapshot columns of ``runs`` are protected by a trigger on both databases (invariant 4). A
 later SQLite batch migration that recreates ``runs`` must recreate the trigger as well.
@@ -15,7 +15,7 @@ from alembic import op
 import forge_ci.models.base
 
 revision = "0003_runs"
-down_revision = "0001_baseline"
+down_revision = "0002_push_events"
 branch_labels = None
 depends_on = None
 
