@@ -3,6 +3,7 @@
 from forge_ci.models.accounts import SshKey, User
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.push_events import PushEvent, PushEventState
+from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 
@@ -13,7 +14,9 @@ __all__ = [
     "JobOutput",
     "Membership",
     "PushEvent",
+    "PushEventResult",
     "PushEventState",
+    "PushEventWorkflow",
     "Repository",
     "Run",
     "RunSequence",
