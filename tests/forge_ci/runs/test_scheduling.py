@@ -346,3 +346,20 @@ def test_waiting_and_queued_jobs_cancel_at_once(forge: Forge) -> None:
     forge.session.commit()
     assert forge.states(number) == {"a": "completed/cancelled", "b": "completed/skipped"}
     assert forge.run(number).conclusion == "cancelled"
+
+
+def test_a_waiting_run_can_be_cancelled_and_the_group_moves_on(forge: Forge) -> None:
+    from forge_ci.runs.cancel import cancel_run
+
+    text = workflow(job("a"), extra=GROUP.replace("{}", "false"))
+    first = _run(forge, text)
+    second = forge.dispatch().number
+    third = forge.dispatch().number
+    forge.session.commit()
+    cancel_run(forge.session, forge.alice, "alice/demo", second)
+    forge.session.commit()
+    run = forge.run(second)
+    assert (run.state, run.conclusion) == ("completed", "cancelled")
+    assert forge.states(third) == {"a": "waiting"}  # the first run still holds the group
+    forge.finish(first, "a")
+    assert forge.states(third) == {"a": "queued"}
