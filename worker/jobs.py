@@ -10,32 +10,48 @@ from __future__ import annotations
 import logging
 import os
 
+from rq import Retry
+
 from forge_ci.db import Database, unavailable_on_failure
-from forge_ci.pushes.events import mark_received
-from forge_ci.settings import load_settings
+from forge_ci.errors import RepositoryBusy, Unavailable
+from forge_ci.runs.events import EventOutcome
+from forge_ci.runs.events import process_push_event as process_event
+from forge_ci.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
-_process_database: tuple[int, Database] | None = None
+#: Temporary trouble (a busy repository, an unreachable database) is retried this much later,
+#: by RQ's scheduler, so the worker moves on to other repositories' events meanwhile. Once the
+#: retries are spent the job fails; the event stays confirmed and the worker's scan enqueues
+#: it again.
+RETRY_SECONDS = 30
+RETRY_TIMES = 10
+
+#: (pid, database, settings) of this process, made on first use after any fork.
+_process_database: tuple[int, Database, Settings] | None = None
 
 
-def process_database() -> Database:
-    """This process's database, created on first use after any fork."""
+def process_database() -> tuple[Database, Settings]:
+    """This process's database and settings, created on first use after any fork."""
     global _process_database
     if _process_database is None or _process_database[0] != os.getpid():
-        _process_database = (os.getpid(), Database(load_settings()))
-    return _process_database[1]
+        settings = load_settings()
+        _process_database = (os.getpid(), Database(settings), settings)
+    return _process_database[1], _process_database[2]
 
 
-def process_push_event(event_id: int) -> bool:
-    """Take a confirmed push event off the queue.
+def process_push_event(event_id: int) -> EventOutcome | Retry:
+    """Turn a confirmed push event into runs (``forge_ci.runs.events``), or retry later.
 
-    For now this only marks the event ``received``: turning events into workflow runs belongs
-    to the runs issue, which fills in this job. Returns True when this call moved the event;
-    a repeated or late run (already received, or not confirmed) changes nothing.
+    Returns the outcome, or an RQ ``Retry`` in 30 s when the repository is busy or the database
+    is unavailable. A repeated or late run of the same event creates nothing twice.
     """
-    with unavailable_on_failure(), process_database().session() as session:
-        moved = mark_received(session, event_id)
-        session.commit()
-    log.info("push event %s %s", event_id, "received" if moved else "needed nothing")
-    return moved
+    database, settings = process_database()
+    try:
+        with unavailable_on_failure(), database.session() as session:
+            outcome = process_event(session, settings, event_id)
+    except (RepositoryBusy, Unavailable) as exc:
+        log.warning("push event %s: %s; retrying in %s s", event_id, exc, RETRY_SECONDS)
+        return Retry(max=RETRY_TIMES, interval=RETRY_SECONDS)
+    log.info("push event %s: %s (%s)", event_id, outcome.result, outcome.detail)
+    return outcome

@@ -100,8 +100,10 @@ def run(
                 break
             try:
                 worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
+                # The scheduler starts retries that jobs asked for (Retry in 30 s).
                 worker.work(
                     burst=burst,
+                    with_scheduler=True,
                     max_jobs=MAX_JOBS_BETWEEN_SCANS,
                     max_idle_time=max(1, math.ceil(scan_interval)),
                     logging_level="INFO",

@@ -14,7 +14,17 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, events, hooks, repos, services, up, workflow
+from forge_ci.cli import (
+    accounts,
+    database,
+    events,
+    hooks,
+    repos,
+    runs,
+    services,
+    up,
+    workflow,
+)
 from forge_ci.cli.common import run_cli
 
 
@@ -30,6 +40,7 @@ for group in (
     accounts.user,
     accounts.key,
     repos.repo,
+    runs.run,
     events.events,
     hooks.hooks,
     services.ssh_command,
