@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, repos, up, workflow
+from forge_ci.cli import accounts, database, repos, up, web, workflow
 from forge_ci.cli.common import run_cli
 
 
@@ -31,6 +31,7 @@ for group in (
     accounts.key,
     repos.repo,
     workflow.workflow,
+    web.web,
     up.up,
 ):
     cli.add_command(group)
