@@ -22,7 +22,7 @@ from flask import Flask, Response
 from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
 from forge_ci.settings import Settings
-from web import auth, csrf, errors, storage
+from web import auth, csrf, errors, routing, storage
 from web.views import admin, health, repositories
 
 SESSION_LIFETIME = timedelta(days=14)
@@ -89,6 +89,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
     app.jinja_env.trim_blocks = True
     app.jinja_env.lstrip_blocks = True
 
+    routing.init_app(app)
     storage.init_app(app, settings, database)
     auth.init_app(app)
     csrf.init_app(app)

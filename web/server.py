@@ -10,6 +10,7 @@ so every worker opens its own database engine.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from flask import Flask
@@ -70,4 +71,11 @@ def serve_development(settings: Settings) -> None:
     from web.app import create_app
 
     host, port = settings.web_listen
-    run_simple(host, port, create_app(settings), threaded=True, use_reloader=False)
+    app = create_app(settings)
+    # Stop on SIGTERM (supervisors, `forge-ci up`) as on Ctrl-C: close the socket, exit 0.
+    signal.signal(signal.SIGTERM, _interrupt)
+    run_simple(host, port, app, threaded=True, use_reloader=False)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt

@@ -21,7 +21,7 @@ def home() -> Response | str:
     return render_template("home.html", repositories=repositories)
 
 
-@blueprint.route("/<owner>/<name>")
+@blueprint.route("/<owner:owner>/<repo:name>")
 def repository(owner: str, name: str) -> str:
     actor = current_actor()
     repo = find_repository(db(), actor, f"{owner}/{name}", Role.READ)
@@ -35,7 +35,7 @@ def repository(owner: str, name: str) -> str:
     )
 
 
-@blueprint.route("/<owner>/<name>/pipelines")
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines")
 def pipelines(owner: str, name: str) -> str:
     repo = find_repository(db(), current_actor(), f"{owner}/{name}", Role.READ)
     return render_template("pipelines.html", repo=repo)
