@@ -236,24 +236,33 @@ class MaskerCache:
 
 
 def _key(credential: str) -> bytes:
-    return sha256(b"forge-ci log carry v1\x00" + credential.encode()).digest()
-
-
-def seal_carry(credential: str, context: str, carry: Carry) -> bytes:
-    """Encrypt ``carry``; ``context`` (attempt, step, stream) is bound as associated data."""
-    payload = json.dumps([carry.pending, carry.covered]).encode("utf-8", "surrogatepass")
-    nonce = os.urandom(12)
-    return nonce + AESGCM(_key(credential)).encrypt(nonce, payload, context.encode())
+    return sha256(b"forge-ci attempt seal v1\x00" + credential.encode()).digest()
 
 
 class CarryUnreadable(Exception):
-    """A sealed carry does not open with this credential and context."""
+    """A sealed value does not open with this credential and context."""
 
 
-def open_carry(credential: str, context: str, sealed: bytes) -> Carry:
+def seal_text(credential: str, context: str, text: str) -> bytes:
+    """Encrypt ``text`` under the credential; ``context`` is bound as associated data."""
+    nonce = os.urandom(12)
+    payload = text.encode("utf-8", "surrogatepass")
+    return nonce + AESGCM(_key(credential)).encrypt(nonce, payload, context.encode())
+
+
+def open_text(credential: str, context: str, sealed: bytes) -> str:
     try:
         payload = AESGCM(_key(credential)).decrypt(sealed[:12], sealed[12:], context.encode())
     except (InvalidTag, ValueError):
         raise CarryUnreadable(context) from None
-    pending, covered = json.loads(payload.decode("utf-8", "surrogatepass"))
+    return payload.decode("utf-8", "surrogatepass")
+
+
+def seal_carry(credential: str, context: str, carry: Carry) -> bytes:
+    """Encrypt ``carry``; ``context`` (attempt, step, stream) is bound as associated data."""
+    return seal_text(credential, context, json.dumps([carry.pending, carry.covered]))
+
+
+def open_carry(credential: str, context: str, sealed: bytes) -> Carry:
+    pending, covered = json.loads(open_text(credential, context, sealed))
     return Carry(str(pending), int(covered))
