@@ -24,13 +24,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator import attempts as attempt_cases
 from forge_ci.coordinator.credentials import check_token, hashes_match, token_hash
 from forge_ci.coordinator.errors import BadCredential
+from forge_ci.coordinator.leases import LEASE
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, Repository, utcnow
 from forge_ci.repos import find_repository
@@ -143,6 +144,16 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
     active = session.scalars(
         select(Attempt.id).where(Attempt.provider_id == provider.id, Attempt.state != "completed")
     ).all()
+    # Contact is a claim (recorded on the provider) or a lease renewal by one of its runners
+    # (a running attempt's lease was last renewed one lease length before it ends).
+    contact = provider.last_contact_at
+    renewed = session.scalar(
+        select(func.max(Attempt.lease_expires_at)).where(
+            Attempt.provider_id == provider.id, Attempt.state == "running"
+        )
+    )
+    if renewed is not None and (contact is None or renewed - LEASE > contact):
+        contact = renewed - LEASE
     return ProviderInfo(
         name=provider.name,
         state=provider.state,
@@ -150,7 +161,7 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
         labels=tuple(sorted(provider.label_set)),
         repositories=tuple(sorted(r.full_name for r in repositories)),
         active_attempts=len(active),
-        last_contact_at=provider.last_contact_at,
+        last_contact_at=contact,
         created_at=provider.created_at,
     )
 
