@@ -35,6 +35,7 @@ from forge_ci.coordinator.leases import LEASE
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, Repository, utcnow
 from forge_ci.repos import find_repository
+from forge_ci.runs.transactions import begin_serialized
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LABEL_RE = re.compile(r"[a-z0-9_-]{1,64}")
@@ -210,6 +211,7 @@ def create_provider(
 ) -> ProviderInfo:
     """Register a provider. ``scope`` all takes no repository list."""
     _require_admin(actor)
+    _serialized(session)
     check_provider_name(name)
     normalized = normalize_labels(labels)
     check_scope(scope)
@@ -244,6 +246,7 @@ def ensure_provider(
     check_provider_name(name)
     if scope is not None:
         check_scope(scope)
+    _serialized(session)
     existing = session.scalar(select(Provider.id).where(Provider.name == name))
     if existing is None:
         return (
@@ -283,8 +286,15 @@ def show_provider(session: Session, actor: Actor, name: str) -> ProviderInfo:
     return _info(session, _get(session, name))
 
 
+def _serialized(session: Session) -> None:
+    """Start a serialized writer unless the caller already did (SQLite: ``BEGIN IMMEDIATE``)."""
+    if not session.in_transaction():
+        begin_serialized(session)
+
+
 def _editable(session: Session, actor: Actor, name: str) -> Provider:
     _require_admin(actor)
+    _serialized(session)
     provider = _get(session, name, lock=True)
     if provider.state == "revoked":
         raise Conflict(f"provider {name!r} is revoked; it can no longer be changed")
