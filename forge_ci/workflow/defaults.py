@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, describe
 from forge_ci.workflow.templates import ExpressionChecker
 from forge_ci.workflow.values import string
@@ -99,7 +99,7 @@ def parse_run_defaults(
         if key.value == "run":
             run = value
         else:
-            hint = did_you_mean(key.value, ["run"])
+            hint = problems.hint(key.value, ["run"])
             problems.at(key, f"'{key.value}' is not a {where} key{hint}")
     if run is None:
         return RunDefaults()
@@ -114,6 +114,6 @@ def parse_run_defaults(
         elif key.value == "working-directory":
             directory = working_directory(value, checker, problems)
         else:
-            hint = did_you_mean(key.value, ("shell", "working-directory"))
+            hint = problems.hint(key.value, ("shell", "working-directory"))
             problems.at(key, f"'{key.value}' is not a {where}.run key{hint}")
     return RunDefaults(chosen_shell, directory)

@@ -16,7 +16,7 @@ from forge_ci.errors import InvalidInput
 
 #: Beyond this many problems the rest are summarised in one line: the input is bounded (64 KiB),
 #: but a file of 8,000 bad keys should not produce a response of 8,000 lines.
-MAX_DIAGNOSTICS = 500
+MAX_DIAGNOSTICS = 200
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -78,6 +78,12 @@ class Problems:
     def at(self, where: Located, message: str) -> None:
         """Record a problem at the position of a YAML node."""
         self.add(where.line, where.column, message)
+
+    def hint(self, word: str, choices: Iterable[str]) -> str:
+        """:func:`did_you_mean`, skipped once no more problems will be kept (it is not free)."""
+        if len(self._items) >= MAX_DIAGNOSTICS:
+            return ""
+        return did_you_mean(word, choices)
 
     def __bool__(self) -> bool:
         return bool(self._items)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import MAX_ENV_ENTRIES, EnvValue, parse_env
 from forge_ci.workflow.expressions import ExpressionError
 from forge_ci.workflow.labels import normalize_labels
@@ -22,7 +22,7 @@ from forge_ci.workflow.matrix import Strategy, parse_strategy
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 from forge_ci.workflow.permissions import parse_permissions
 from forge_ci.workflow.render import render, static_value, strategy_context, to_text
-from forge_ci.workflow.steps import Step, id_problem, parse_steps
+from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
 from forge_ci.workflow.templates import ANY_MATRIX_KEY, ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
 
@@ -111,7 +111,7 @@ def parse_job(
         if name in UNSUPPORTED_JOB_KEYS:
             problems.at(item_key, UNSUPPORTED_JOB_KEYS[name])
         elif name not in JOB_KEYS:
-            problems.at(item_key, f"'{name}' is not a job key{did_you_mean(name, JOB_KEYS)}")
+            problems.at(item_key, f"'{name}' is not a job key{problems.hint(name, JOB_KEYS)}")
     for required in ("runs-on", "steps"):
         if required not in node and "uses" not in node:
             problems.at(node, f"job '{key.value}' needs {required}")
@@ -159,7 +159,8 @@ def parse_job(
     steps = parse_steps(node["steps"], scope, checker, problems) if "steps" in node else []
     outputs: dict[str, Template] = {}
     if "outputs" in node:
-        step_ids = frozenset(s.id.lower() for s in steps if not s.generated_id)
+        # Ids as written, so that a step refused for another reason is not reported again here.
+        step_ids = written_step_ids(node["steps"]) if "steps" in node else frozenset()
         outputs = _outputs(
             node["outputs"],
             scope.narrowed("job outputs", _JOB_OUTPUTS, steps=step_ids),
@@ -207,7 +208,7 @@ def _needs(
             continue
         target = known.get(item.value.lower())
         if target is None:
-            hint = did_you_mean(item.value, list(known.values()))
+            hint = problems.hint(item.value, list(known.values()))
             problems.at(item, f"job '{job_id}' needs unknown job '{item.value}'{hint}")
         elif any(name == target for name, _ in found):
             problems.at(item, f"job '{target}' is listed twice in needs")
@@ -284,8 +285,11 @@ def _instances(
         contexts = {"matrix": combo or {}, "strategy": context}
         suffix = f" ({', '.join(_display(v) for v in combo.values())})" if combo else ""
         instance_key = key.value + suffix
-        if instance_key in used:
-            instance_key = f"{instance_key} #{index + 1}"
+        # Different values can print alike ('1' and 1); a counter keeps keys unique and stable.
+        counter = 2
+        while instance_key in used:
+            instance_key = f"{key.value}{suffix} #{counter}"
+            counter += 1
         used.add(instance_key)
         display = key.value
         if name is not None:

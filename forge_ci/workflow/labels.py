@@ -48,8 +48,6 @@ def normalize_labels(labels: list[str]) -> tuple[list[str], str | None]:
             return [], f"the runner label '{label}' is listed twice"
         seen.append(lowered)
     images = [label for label in seen if STANDARD_UBUNTU.match(label)]
-    if len(images) > 1:
-        return [], f"runs-on names two images ({images[0]}, {images[1]}); choose one"
     if any(label.startswith("ubuntu-") for label in seen) and not images:
         unknown = next(label for label in seen if label.startswith("ubuntu-"))
         return [], (

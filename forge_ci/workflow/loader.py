@@ -32,6 +32,7 @@ _BOM = "\ufeff"
 # tab, line feed, carriage return and NEL; DEL; surrogates; U+FFFE and U+FFFF.
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 _SURROGATE_ESCAPES = re.compile("[\udc80-\udcff]+")
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -45,7 +46,8 @@ class Source:
     def __init__(self, text: str) -> None:
         self.text = text
         self._line_starts = [0]
-        for match in re.finditer("\n", text):
+        # The line breaks libyaml counts, so that both agree on line numbers.
+        for match in _LINE_BREAK.finditer(text):
             self._line_starts.append(match.end())
 
     def position(self, index: int) -> tuple[int, int]:

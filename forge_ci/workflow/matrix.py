@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
 from forge_ci.workflow.nodes import typed_value as scalar_value
 
@@ -73,7 +73,7 @@ def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
                     value, f"strategy.max-parallel must be a whole number, not {describe(value)}"
                 )
         else:
-            problems.at(key, f"'{name}' is not a strategy key{did_you_mean(name, STRATEGY_KEYS)}")
+            problems.at(key, f"'{name}' is not a strategy key{problems.hint(name, STRATEGY_KEYS)}")
     if not has_matrix and len(problems) == before:
         problems.at(node, "strategy needs a matrix")
     if len(problems) != before:
@@ -136,7 +136,7 @@ def _matrix(node: Node, problems: Problems) -> tuple[list[dict[str, Any]], list[
     for entry_node, entry in exclude:
         for name in entry:
             if name not in vector_keys:
-                hint = did_you_mean(name, vector_keys)
+                hint = problems.hint(name, vector_keys)
                 problems.at(entry_node, f"exclude key '{name}' is not a matrix vector{hint}")
     if len(problems) != before:
         return None

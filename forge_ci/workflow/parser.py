@@ -13,10 +13,9 @@ check, so ``build_plan`` cannot fail later.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.graph import check_cycles
 from forge_ci.workflow.jobs import Job, parse_job
@@ -62,7 +61,8 @@ class Workflow:
     contents: str | None
     jobs: tuple[Job, ...]
     document: Mapping = field(repr=False)
-    plan_data: dict[str, Any] = field(repr=False, compare=False)
+    #: The normalized plan as canonical JSON (``build_plan`` decodes it).
+    plan_json: bytes = field(repr=False, compare=False)
 
 
 def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
@@ -87,7 +87,7 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
             problems.at(key, UNSUPPORTED_TOP_KEYS[key.value])
         elif key.value not in TOP_KEYS:
             problems.at(
-                key, f"'{key.value}' is not a workflow key{did_you_mean(key.value, TOP_KEYS)}"
+                key, f"'{key.value}' is not a workflow key{problems.hint(key.value, TOP_KEYS)}"
             )
     for required in ("on", "jobs"):
         if required not in root:
@@ -155,7 +155,8 @@ def _concurrency(node: Node, checker: ExpressionChecker, problems: Problems) -> 
             elif key.value != "group":
                 choices = ("group", "cancel-in-progress")
                 problems.at(
-                    key, f"'{key.value}' is not a concurrency key{did_you_mean(key.value, choices)}"
+                    key,
+                    f"'{key.value}' is not a concurrency key{problems.hint(key.value, choices)}",
                 )
     if group_node is None:
         problems.at(node, "concurrency needs a group")

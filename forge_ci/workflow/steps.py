@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
 from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
@@ -78,6 +78,18 @@ def is_checkout(uses: str) -> bool:
     """``forge-ci/checkout@v1`` or ``actions/checkout@<ref>``: the built-in checkout."""
     name, _, ref = uses.partition("@")
     return uses == CHECKOUT or (name == "actions/checkout" and bool(ref))
+
+
+def written_step_ids(node: Node) -> frozenset[str]:
+    """The explicit step ids of a ``steps`` list, lowercased (job outputs may use any of them)."""
+    if not isinstance(node, Sequence):
+        return frozenset()
+    ids = set()
+    for item in node.items:
+        value = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(value, Scalar):
+            ids.add(value.value.lower())
+    return frozenset(ids)
 
 
 def parse_steps(
@@ -199,7 +211,7 @@ def _step(
             if uses_node is None:
                 problems.at(key, "'with' is for actions; a run step takes env instead")
         else:
-            hint = did_you_mean(written, STEP_KEYS)
+            hint = problems.hint(written, STEP_KEYS)
             problems.at(key, f"'{written}' is not a step key{hint}")
 
     def scope(where: str, contexts: frozenset[str], **flags: bool) -> Scope:

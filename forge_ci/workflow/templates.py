@@ -341,6 +341,8 @@ def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope)
             return f"needs.{written[1]}.{written[2]} does not exist; use outputs or result"
     elif root == "steps":
         if len(path) >= 2 and path[1] not in scope.steps:
+            if scope.where == "job outputs":
+                return f"no step in this job has the id '{written[1]}'"
             return f"no earlier step in this job has the id '{written[1]}'"
         if len(path) >= 3 and path[2] not in ("outputs", "outcome", "conclusion"):
             return (

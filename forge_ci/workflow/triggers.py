@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from forge_ci.workflow.diagnostics import Problems, did_you_mean, quote_list
+from forge_ci.workflow.diagnostics import Problems, quote_list
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 from forge_ci.workflow.patterns import (
     MAX_PATTERNS,
@@ -141,7 +141,7 @@ def parse_triggers(node: Node, problems: Problems) -> Triggers:
     for name_node, config in events:
         name = name_node.value
         if name not in EVENTS:
-            problems.at(name_node, _event_refusal(name))
+            problems.at(name_node, _event_refusal(name, problems))
             continue
         if name in seen:
             problems.at(name_node, f"the event '{name}' is listed twice")
@@ -158,11 +158,11 @@ def parse_triggers(node: Node, problems: Problems) -> Triggers:
     return Triggers(push, pull_request, dispatch)
 
 
-def _event_refusal(name: str) -> str:
+def _event_refusal(name: str, problems: Problems) -> str:
     supported = "forge-ci supports push, pull_request and workflow_dispatch"
     if name in GITHUB_EVENTS:
         return f"the '{name}' event is not supported; {supported}"
-    return f"'{name}' is not a workflow event{did_you_mean(name, EVENTS)} ({supported})"
+    return f"'{name}' is not a workflow event{problems.hint(name, EVENTS)} ({supported})"
 
 
 def _dispatch_config(config: Node, problems: Problems) -> None:
@@ -193,7 +193,7 @@ def _event_filters(event: str, config: Node | None, problems: Problems) -> Event
         if name in ("tags", "tags-ignore") and event == "push":
             problems.at(key, f"{name}: tag pushes are not supported; only branch pushes start runs")
         elif name not in allowed:
-            problems.at(key, f"'{name}' is not a {event} filter{did_you_mean(name, allowed)}")
+            problems.at(key, f"'{name}' is not a {event} filter{problems.hint(name, allowed)}")
         elif name == "types":
             types = _types(value, problems)
         else:
@@ -240,7 +240,7 @@ def _types(node: Node, problems: Problems) -> tuple[str, ...]:
                 "forge-ci supports opened, reopened and synchronize",
             )
         else:
-            hint = did_you_mean(item.value, PULL_REQUEST_TYPES)
+            hint = problems.hint(item.value, PULL_REQUEST_TYPES)
             problems.at(item, f"'{item.value}' is not a pull_request type{hint}")
     return tuple(types) or PULL_REQUEST_TYPES
 

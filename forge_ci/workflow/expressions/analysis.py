@@ -9,32 +9,45 @@ them lowercased: names and object keys are case-insensitive).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from .nodes import Call, ContextRef, Index, Literal, Node, Wildcard, children
+from .nodes import Call, Compare, ContextRef, Index, Literal, Logical, Node, Not, Wildcard
 
 
-def _walk(root: Node, *, stop_at_paths: bool = False) -> Iterator[Node]:
-    """The nodes of the tree in source order (parents first); optionally not inside paths."""
-    stack: list[Node | Wildcard] = [root]
+def _nodes(root: Node, *, whole_paths: bool = False) -> list[Node]:
+    """Every node of the tree, in no particular order.
+
+    With ``whole_paths``, the nodes inside a static property path are left out: the path's
+    outermost node stands for all of it.
+    """
+    found: list[Node] = []
+    stack: list[Node] = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, Wildcard):
-            continue
-        yield node
-        if stop_at_paths and as_property_path(node) is not None:
-            continue
-        stack.extend(reversed(children(node)))
+        found.append(node)
+        if isinstance(node, Index):
+            if whole_paths and as_property_path(node) is not None:
+                continue
+            stack.append(node.target)
+            if not isinstance(node.index, Wildcard):
+                stack.append(node.index)
+        elif isinstance(node, Compare):
+            stack += (node.left, node.right)
+        elif isinstance(node, Logical):
+            stack += node.operands
+        elif isinstance(node, Call):
+            stack += node.args
+        elif isinstance(node, Not):
+            stack.append(node.operand)
+    return found
 
 
 def referenced_contexts(node: Node) -> set[str]:
     """The named values the expression reads, lowercased (``{"github", "matrix"}``)."""
-    return {each.name.lower() for each in _walk(node) if isinstance(each, ContextRef)}
+    return {each.name.lower() for each in _nodes(node) if isinstance(each, ContextRef)}
 
 
 def called_functions(node: Node) -> set[str]:
     """The functions the expression calls, in GitHub's spelling (``{"toJSON", "success"}``)."""
-    return {each.name for each in _walk(node) if isinstance(each, Call)}
+    return {each.name for each in _nodes(node) if isinstance(each, Call)}
 
 
 def as_property_path(node: Node) -> tuple[str, ...] | None:
@@ -67,9 +80,18 @@ def referenced_paths(node: Node) -> list[tuple[str, ...]]:
     ``[("github", "event", "pull_request", "head", "sha"), ("github", "sha")]``; a dynamic or
     wildcard access ends a path there (``steps[x].outputs`` gives ``("steps",)`` and ``("x",)``).
     """
-    paths: dict[tuple[str, ...], None] = {}
-    for each in _walk(node, stop_at_paths=True):
-        path = as_property_path(each)
-        if path is not None:
-            paths.setdefault(path)
-    return list(paths)
+    starts: dict[tuple[str, ...], int] = {}
+    for each in _nodes(node, whole_paths=True):
+        if isinstance(each, Index | ContextRef):
+            path = as_property_path(each)
+            if path is not None:
+                start = _start(each)
+                starts[path] = min(starts.get(path, start), start)
+    return sorted(starts, key=starts.__getitem__)
+
+
+def _start(node: Node) -> int:
+    """Where a property path starts in the source: the offset of its named value."""
+    while isinstance(node, Index):
+        node = node.target
+    return node.offset

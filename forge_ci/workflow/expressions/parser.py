@@ -13,6 +13,7 @@ comparison chains (``a == b == c ...``) that nest without recursion.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from typing import Final
 
@@ -44,6 +45,13 @@ _ORDERING: Final[dict[int, CompareOperator]] = {
 _LITERALS: Final = frozenset({lexer.TRUE, lexer.FALSE, lexer.NULL, lexer.NUMBER, lexer.STRING})
 
 
+#: Parsed trees are immutable, so a tree can be shared by every occurrence of its text; real
+#: workflows repeat a few expressions (``runner.os``, ``secrets.GITHUB_TOKEN``) most of the time.
+#: Only short texts are cached, which bounds the cache's memory.
+_CACHED_TEXT_LENGTH: Final = 200
+_CACHE_SIZE: Final = 4096
+
+
 def parse_expression(text: str, *, allowed_contexts: Collection[str] | None = None) -> Node:
     """Parse an expression (the text between ``${{`` and ``}}``) into a tree.
 
@@ -51,10 +59,18 @@ def parse_expression(text: str, *, allowed_contexts: Collection[str] | None = No
     (case-insensitive); any other name is a parse error, as in GitHub. None allows every name.
     An empty expression is the literal ``null``.
     """
+    allowed = None
+    if allowed_contexts is not None:
+        allowed = frozenset(name.lower() for name in allowed_contexts)
+    if len(text) <= _CACHED_TEXT_LENGTH:
+        return _parse_cached(text, allowed)
+    return _parse(text, allowed)
+
+
+def _parse(text: str, allowed: frozenset[str] | None) -> Node:
     tokens = lexer.tokenize(text)
     if tokens[0][0] == lexer.EOF:
         return Literal(0, None)
-    allowed = None if allowed_contexts is None else {name.lower() for name in allowed_contexts}
     parser = _Parser(text, tokens, allowed)
     node = parser.expression()
     if parser.kind() != lexer.EOF:
@@ -65,10 +81,13 @@ def parse_expression(text: str, *, allowed_contexts: Collection[str] | None = No
     return node
 
 
+_parse_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_parse)
+
+
 class _Parser:
     """The state of one parse: the tokens, the position in them and the nesting depth."""
 
-    def __init__(self, text: str, tokens: list[Token], allowed: set[str] | None) -> None:
+    def __init__(self, text: str, tokens: list[Token], allowed: frozenset[str] | None) -> None:
         self.text = text
         self.tokens = tokens
         self.allowed = allowed

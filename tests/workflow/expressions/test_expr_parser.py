@@ -263,3 +263,20 @@ def test_errors_survive_pickling() -> None:
         "1 ==",
     )
     assert str(copy) == str(error)
+
+
+def test_repeated_texts_share_one_immutable_tree() -> None:
+    first = parse_expression("matrix.os == 'linux'")
+    assert parse_expression("matrix.os == 'linux'") is first
+    with pytest.raises(AttributeError):
+        first.offset = 3  # type: ignore[misc]
+
+
+def test_the_cache_keeps_allowed_contexts_apart_and_never_hides_errors() -> None:
+    assert parse_expression("cached.name", allowed_contexts=["cached"])
+    for _ in range(2):
+        assert parse_error("cached.name", allowed_contexts=["other"]).message == (
+            "Unrecognized named-value: 'cached'"
+        )
+    long_text = "a == '" + "x" * 500 + "'"
+    assert parse_expression(long_text) == parse_expression(long_text)
