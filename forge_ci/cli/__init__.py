@@ -19,10 +19,13 @@ from forge_ci.cli import (
     database,
     events,
     hooks,
+    providers,
     repos,
+    runlogs,
     runs,
     services,
     up,
+    web,
     workflow,
 )
 from forge_ci.cli.common import run_cli
@@ -41,14 +44,17 @@ for group in (
     accounts.key,
     repos.repo,
     runs.run,
+    providers.provider,
     events.events,
     hooks.hooks,
     services.ssh_command,
     services.worker_command,
     workflow.workflow,
+    web.web,
     up.up,
 ):
     cli.add_command(group)
+runs.run.add_command(runlogs.logs)
 
 
 def main(argv: list[str] | None = None) -> int:
