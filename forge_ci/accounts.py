@@ -62,8 +62,9 @@ def list_users(session: Session, actor: Actor) -> list[User]:
 def authenticate_password(session: Session, name: str, password: str) -> User | None:
     """The active user with this name and password, or None (never says which part was wrong)."""
     user = session.scalar(select(User).where(User.name == name))
-    if user is None or not user.is_active:
-        # Spend the same time as a real check so that names cannot be probed by timing.
+    if user is None or not user.is_active or not user.password_hash:
+        # Spend the same time as a real check so that names (and SSH-only accounts, which have
+        # no password) cannot be probed by timing.
         verify_password(_DUMMY_HASH.value, password)
         return None
     return user if verify_password(user.password_hash, password) else None

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, repos, up, workflow
+from forge_ci.cli import accounts, database, repos, runs, up, web, workflow
 from forge_ci.cli.common import run_cli
 
 
@@ -30,7 +30,9 @@ for group in (
     accounts.user,
     accounts.key,
     repos.repo,
+    runs.run,
     workflow.workflow,
+    web.web,
     up.up,
 ):
     cli.add_command(group)

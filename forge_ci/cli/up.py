@@ -10,6 +10,7 @@ import click
 
 from forge_ci.cli.common import settings
 from forge_ci.errors import Unavailable
+from forge_ci.settings import Settings, load_settings
 
 #: Services in start order; each is a ``forge-ci`` subcommand run as a child process.
 SERVICES = ("worker", "ssh", "web", "provider")
@@ -24,6 +25,31 @@ def wait_for_port(host: str, port: int, timeout: float = 30) -> bool:
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def _free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _pin_ephemeral_ports(env: dict[str, str]) -> Settings:
+    """Replace a listen port 0 ("any free port") by a concrete free port in ``env``.
+
+    The children must agree with this process on where to find each other, and ``up`` waits
+    for the ports to answer, so "any port" is chosen here once.
+    """
+    config = load_settings(env)
+    for var, (host, port) in (
+        ("FORGE_CI_SSH_LISTEN", config.ssh_listen),
+        ("FORGE_CI_WEB_LISTEN", config.web_listen),
+    ):
+        if port == 0:
+            port = _free_port(host)
+            env[var] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return load_settings(env)
 
 
 @click.command()
@@ -41,8 +67,8 @@ def up(demo: bool, exit_after_demo: bool) -> None:
 
     ctx = click.get_current_context()
     ctx.invoke(init)
-    config = settings()
-    env = {**os.environ, "FORGE_CI_DATA_DIR": str(config.data_dir)}
+    env = {**os.environ, "FORGE_CI_DATA_DIR": str(settings().data_dir)}
+    config = _pin_ephemeral_ports(env)
     supervisor = Supervisor(env)
     try:
         socket_path = private_redis_socket(config)

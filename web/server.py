@@ -1,0 +1,81 @@
+"""Serving the application: gunicorn in production, werkzeug's threaded server with ``--dev``.
+
+Why gthread workers: the runner API's claim endpoint is a long poll (a provider waits up to
+``claim_wait_seconds`` for work), and browsers poll pipeline pages every two seconds. A
+long-polling request occupies a thread, not a process, so ``workers x threads`` is the number of
+requests served at once; size ``threads`` for the providers plus the browsers you expect (the
+default 2 x 16 serves 32 at once). gunicorn loads the application in each worker after the fork,
+so every worker opens its own database engine.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from flask import Flask
+
+from forge_ci.settings import Settings
+
+DEFAULT_WORKERS = 2
+DEFAULT_THREADS = 16
+
+
+def bind_address(settings: Settings) -> str:
+    host, port = settings.web_listen
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def gunicorn_options(settings: Settings, workers: int, threads: int) -> dict[str, Any]:
+    return {
+        "bind": [bind_address(settings)],
+        "worker_class": "gthread",
+        "workers": workers,
+        "threads": threads,
+        # The arbiter's liveness timeout: a gthread worker keeps notifying while its threads
+        # wait in long polls, so this only catches a stuck worker process.
+        "timeout": max(60, int(settings.claim_wait_seconds * 3)),
+        "graceful_timeout": int(settings.claim_wait_seconds) + 10,
+        "keepalive": 5,
+        "accesslog": "-",
+        "errorlog": "-",
+        "proc_name": "forge-ci-web",
+        "preload_app": False,
+    }
+
+
+def serve_gunicorn(settings: Settings, workers: int, threads: int) -> None:
+    """Run gunicorn in this process until it is told to stop (SIGTERM, SIGINT)."""
+    from gunicorn.app.base import BaseApplication
+
+    from web.app import create_app
+
+    options = gunicorn_options(settings, workers, threads)
+
+    class _Application(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Flask:
+            # Called in each worker after the fork: the engine belongs to that worker.
+            return create_app(settings)
+
+    _Application().run()
+
+
+def serve_development(settings: Settings) -> None:
+    """Werkzeug's threaded development server: one process, no reloader, no debugger."""
+    from werkzeug.serving import run_simple
+
+    from web.app import create_app
+
+    host, port = settings.web_listen
+    app = create_app(settings)
+    # Stop on SIGTERM (supervisors, `forge-ci up`) as on Ctrl-C: close the socket, exit 0.
+    signal.signal(signal.SIGTERM, _interrupt)
+    run_simple(host, port, app, threaded=True, use_reloader=False)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt

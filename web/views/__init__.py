@@ -1,0 +1,1 @@
+"""Browser pages, one blueprint per area."""
