@@ -4,7 +4,8 @@ What is masked (the *patterns* of an attempt), built by :func:`patterns_for`:
 
 - every value (the attempt credential, every issued secret value), whatever its length;
 - each line of a value (CR LF, LF and CR end lines) of 8 UTF-8 bytes or more;
-- nested JSON string values of 8 bytes or more when a value is a JSON document;
+- nested JSON string values of 8 bytes or more when a value, or one of its lines, is a JSON
+  object or array (a credentials file);
 - the JSON-escaped form of each of the above (ASCII-only and UTF-8), since builds often print
   JSON that embeds a secret.
 
@@ -79,6 +80,18 @@ def _long_enough(text: str) -> bool:
     return len(text.encode("utf-8", "surrogatepass")) >= MIN_LINE_BYTES
 
 
+def _nested(text: str) -> set[str]:
+    """String values (8 bytes or more) inside ``text`` when it is a JSON object or array."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "["):
+        return set()
+    try:
+        document = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return set()
+    return {s for s in _json_strings(document) if _long_enough(s)}
+
+
 def patterns_for(values: Iterable[str]) -> frozenset[str]:
     """Every text that must never appear in a stored log, derived from ``values``."""
     patterns: set[str] = set()
@@ -87,13 +100,8 @@ def patterns_for(values: Iterable[str]) -> frozenset[str]:
             continue
         parts = {value}
         parts.update(line for line in _lines(value) if _long_enough(line))
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                document = json.loads(stripped)
-            except (ValueError, RecursionError):
-                document = None
-            parts.update(s for s in _json_strings(document) if _long_enough(s))
+        for part in list(parts):
+            parts.update(_nested(part))
         for part in parts:
             patterns.add(part)
             patterns.update(_escaped(part))
@@ -157,15 +165,23 @@ class Masker:
             if start >= cut:
                 break  # lies in the withheld text, which is scanned again with the next chunk
             pieces.append(text[position:start])
-            pieces.append(self.mask)
+            if not (start == 0 and carry.covered):
+                # (A match continuing one whose mask was already emitted adds no second mask.)
+                pieces.append(self.mask)
             position = min(end, cut)
             covered = max(covered, end - cut)
         pieces.append(text[position:cut])
         return "".join(pieces), Carry(text[cut:], covered)
 
     def finish(self, carry: Carry) -> str:
-        """The end of a stream: an unresolved pending prefix is masked whole."""
-        return self.mask if carry.pending else ""
+        """The end of a stream: an unresolved pending prefix is masked whole.
+
+        Pending text that lies entirely inside a match whose mask was already emitted is
+        simply dropped.
+        """
+        if not carry.pending or carry.covered >= len(carry.pending):
+            return ""
+        return self.mask
 
     def _hold_start(self, text: str) -> int:
         """Start of the longest suffix of ``text`` that is a proper prefix of some pattern."""

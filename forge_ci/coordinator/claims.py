@@ -25,10 +25,13 @@ Empty polls return None and store nothing but the provider's contact time (at mo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
@@ -50,7 +53,6 @@ from forge_ci.models import (
     Job,
     Provider,
     ProviderGrant,
-    Repository,
     Run,
     RunSequence,
     utcnow,
@@ -62,6 +64,8 @@ CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
 JOB_BATCH = 200
 DEFAULT_TIMEOUT_MINUTES = 360
+#: Queued jobs the read-only look examines for one it could take.
+PRECHECK_JOBS = 1000
 #: Claim transactions one call may use (retry races, busy repositories) before answering null.
 MAX_ROUNDS = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -135,8 +139,10 @@ def build_assignment(
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored)."""
     plan_job = job.definition()
-    graph = RunGraph(session, run)
-    needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
+    needs: dict[str, Any] = {}
+    if job.needs:
+        graph = RunGraph(session, run)
+        needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
     return Assignment(
         attempt_id=attempt.id,
         attempt_number=attempt.number,
@@ -201,8 +207,14 @@ def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
 
 def _candidate_repositories(session: Session, provider: Provider) -> list[int]:
     """Repositories with queued jobs in the provider's scope, least recently served first."""
+    served = (
+        select(func.max(Attempt.claimed_at))
+        .where(Attempt.repository_id == Run.repository_id)
+        .correlate(Run)
+        .scalar_subquery()
+    )
     query = (
-        select(Run.repository_id, func.min(Job.queued_at))
+        select(Run.repository_id, func.min(Job.queued_at), served)
         .join(Job, Job.run_id == Run.id)
         .where(Job.state == "queued")
         .group_by(Run.repository_id)
@@ -212,17 +224,11 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[int]:
             ProviderGrant.provider_id == provider.id
         )
         query = query.where(Run.repository_id.in_(granted))
-    oldest = {repo: queued or _EPOCH for repo, queued in session.execute(query)}
-    if not oldest:
-        return []
-    served = dict(
-        session.execute(
-            select(Attempt.repository_id, func.max(Attempt.claimed_at))
-            .where(Attempt.repository_id.in_(list(oldest)))
-            .group_by(Attempt.repository_id)
-        ).all()
-    )
-    return sorted(oldest, key=lambda repo: (served.get(repo) or _EPOCH, oldest[repo], repo))
+    rows = [
+        (last or _EPOCH, oldest or _EPOCH, repository_id)
+        for repository_id, oldest, last in session.execute(query)
+    ]
+    return [repository_id for _, _, repository_id in sorted(rows)]
 
 
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
@@ -231,7 +237,16 @@ def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> boo
         return True
     query = select(RunSequence.repository_id).where(RunSequence.repository_id == repository_id)
     query = query.with_for_update() if wait else query.with_for_update(skip_locked=True)
-    return session.scalar(query) is not None
+    if session.scalar(query) is not None:
+        return True
+    # No row at all (never numbered a run) is not "busy": the scheduler creates it under the
+    # repository's file lock; a locked row is.
+    exists = session.scalar(
+        select(func.count())
+        .select_from(RunSequence)
+        .where(RunSequence.repository_id == repository_id)
+    )
+    return not exists
 
 
 def _touch(session: Session, provider: Provider, now: datetime) -> None:
@@ -283,6 +298,8 @@ def _allocate(
         log_mask=MASKERS.get([request.attempt_token, *values]).mask,
     )
     refresh_next_check(attempt)
+    # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
+    start_job(session, job, now)
     for position, step in enumerate(plan_job.get("steps", [])):
         name = step.get("name")
         attempt.steps.append(
@@ -294,7 +311,6 @@ def _allocate(
             )
         )
     session.add(attempt)
-    start_job(session, job, now)
     session.flush()
     secrets.remember(session, attempt, request.attempt_token, issued)
     return build_assignment(session, attempt, job, run, now, issued)
@@ -311,23 +327,24 @@ def _claim_in_repository(
 ) -> Assignment | None:
     labels = provider.label_set
     refusals: dict[int, str | None] = {}
-    jobs = session.scalars(
-        select(Job)
+    # Columns only: most queued jobs are looked at and passed over (labels), not loaded.
+    rows = session.execute(
+        select(Job.id, Job.run_id, Job.runs_on)
         .join(Run, Run.id == Job.run_id)
         .where(Run.repository_id == repository_id, Job.state == "queued")
         .order_by(Job.queued_at, Job.id)
         .limit(JOB_BATCH)
-        .execution_options(populate_existing=True)
     ).all()
-    for job in jobs:
-        if job.state != "queued":
-            continue  # decided earlier in this transaction (a sibling's cancellation)
-        if not normalize_job_labels(job.runs_on) <= labels:
+    for job_id, run_id, runs_on in rows:
+        if not normalize_job_labels(runs_on) <= labels:
             continue
+        job = session.get(Job, job_id)
+        if job is None or job.state != "queued":
+            continue  # decided earlier in this transaction (a sibling's cancellation)
         run = job.run
-        if run.id not in refusals:
-            refusals[run.id] = requester_refusal(session, run)
-        refusal = refusals[run.id]
+        if run_id not in refusals:
+            refusals[run_id] = requester_refusal(session, run)
+        refusal = refusals[run_id]
         if refusal is not None:
             request_job_cancel(session, job, refusal, now)
             continue
@@ -378,8 +395,6 @@ def claim_once(
         if not _lock_repository(session, repository_id, wait=False):
             busy.append(repository_id)
             continue
-        if session.get(Repository, repository_id) is None:
-            continue
         assignment = _claim_in_repository(
             session, provider, repository_id, request, digest, now, source
         )
@@ -388,24 +403,99 @@ def claim_once(
     return ClaimOutcome(None, busy)
 
 
+def _nothing_to_claim(
+    session: Session, token: str | None, request: ClaimRequest, now: datetime
+) -> bool:
+    """A read-only look (no write lock): True when a claim would certainly find nothing.
+
+    Anything that needs the write path answers False: a replay, a provider contact time that
+    is due, a provider waiting out a cancellation, or any queued job it might take.
+    """
+    provider = authenticate_provider(session, token)
+    replay = session.scalar(
+        select(Attempt.id).where(
+            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
+        )
+    )
+    if replay is not None:
+        return False
+    if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
+        return False
+    if provider.state != "active":
+        return True
+    waiting = session.scalar(
+        select(Attempt.id).where(
+            Attempt.provider_id == provider.id,
+            Attempt.state != states.COMPLETED,
+            Attempt.cancelled_by_provider_change.is_(True),
+        )
+    )
+    if waiting is not None:
+        return False
+    query = select(Job.runs_on).join(Run, Run.id == Job.run_id).where(Job.state == "queued")
+    if provider.scope != "all":
+        granted = select(ProviderGrant.repository_id).where(
+            ProviderGrant.provider_id == provider.id
+        )
+        query = query.where(Run.repository_id.in_(granted))
+    labels = provider.label_set
+    for runs_on in session.scalars(query.limit(PRECHECK_JOBS)):
+        if normalize_job_labels(runs_on) <= labels:
+            return False
+    return True
+
+
+@contextmanager
+def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
+    """SQLite only: claimers wait in the kernel's queue for one file lock.
+
+    SQLite's busy handler polls with growing sleeps, so with dozens of claimers competing for
+    ``BEGIN IMMEDIATE`` an unlucky one can miss every release for its whole busy timeout. A
+    blocking ``flock`` wakes waiters when the lock is released instead. Claim transactions are
+    short, and the kernel releases the lock of a process that dies.
+    """
+    if lock_dir is None or not sqlite:
+        yield
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_dir / "claims.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 def claim(
     sessions: Callable[[], AbstractContextManager[Session]],
     token: str | None,
     request: ClaimRequest,
     source: secrets.SecretSource | None = None,
     clock: Callable[[], datetime] = utcnow,
+    lock_dir: Path | None = None,
 ) -> Assignment | None:
     """Claim once (no waiting) and commit; see :func:`claim_once` for the rules.
 
-    ``sessions`` yields a fresh session per transaction (``Database.session``). Two identical
-    retries racing each other: the loser's insert fails and its next round replays the
-    winner's attempt. PostgreSQL: when every candidate repository was busy, the next round
-    waits for the first of them.
+    ``sessions`` yields a fresh session per transaction (``Database.session``). On SQLite a
+    read-only look first answers empty polls without taking the write lock. Two identical retries
+    racing each other: the loser's insert fails and its next round replays the winner's
+    attempt. PostgreSQL: when every candidate repository was busy, the next round waits for
+    the first of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
     """
     source = source or secrets.NoSecretStore()
+    with sessions() as session:
+        sqlite = is_sqlite(session)
+        # SQLite has one writer at a time: answer empty polls without asking for the lock.
+        nothing = sqlite and _nothing_to_claim(session, token, request, clock())
+        session.rollback()
+    if nothing:
+        return None
     wait_for: int | None = None
     for _ in range(MAX_ROUNDS):
-        with sessions() as session:
+        with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
             try:
                 outcome = claim_once(
                     session, token, request, clock(), source, wait_for_repository=wait_for

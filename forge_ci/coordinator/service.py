@@ -99,7 +99,14 @@ class Coordinator:
             self._waiting.release()
 
     def _claim(self, token: str | None, request: ClaimRequest) -> Assignment | None:
-        return claims.claim(self.sessions, token, request, self.secret_source, self.clock)
+        return claims.claim(
+            self.sessions,
+            token,
+            request,
+            self.secret_source,
+            self.clock,
+            lock_dir=self.settings.locks_dir,
+        )
 
     def _signature(self) -> object:
         with self.sessions() as session:

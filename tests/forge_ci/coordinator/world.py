@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from forge_ci.accounts import create_user
 from forge_ci.authz import Actor, Role
@@ -327,7 +326,3 @@ class World:
             result = fn(session)
             session.commit()
             return result
-
-
-def session_of(world: World) -> Session:
-    return world.database.sessions()
