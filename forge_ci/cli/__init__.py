@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, repos, runs, up, web, workflow
+from forge_ci.cli import accounts, database, providers, repos, runlogs, runs, up, web, workflow
 from forge_ci.cli.common import run_cli
 
 
@@ -31,11 +31,13 @@ for group in (
     accounts.key,
     repos.repo,
     runs.run,
+    providers.provider,
     workflow.workflow,
     web.web,
     up.up,
 ):
     cli.add_command(group)
+runs.run.add_command(runlogs.logs)
 
 
 def main(argv: list[str] | None = None) -> int:

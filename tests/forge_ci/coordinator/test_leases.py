@@ -310,3 +310,23 @@ def test_a_refused_start_does_not_roll_back_the_verdict(world: World) -> None:
     assert isinstance(error.error, AttemptEnded)
     assert world.attempt(claimed.id).conclusion == "lost"
     assert not isinstance(error.error, ExecutionMismatch)
+
+
+def test_a_provider_may_fail_an_attempt_it_could_not_start(world: World) -> None:
+    from forge_ci.protocol import CompleteRequest
+
+    world.queue_run()
+    claimed = world.claim()
+    assert claimed is not None
+    status = world.coordinator.complete(
+        claimed.token, claimed.id, CompleteRequest("", "success", 0, {})
+    )
+    assert status.conclusion == "failure"  # nothing ran, so nothing can have succeeded
+    assert "did not finish" in (world.attempt(claimed.id).status_reason or "")
+    named = refused(
+        world.coordinator.complete,
+        claimed.token,
+        claimed.id,
+        CompleteRequest(claimed.execution_id, "failure", 0, {}),
+    )
+    assert named.error.code in ("completion_conflict", "attempt_ended")
