@@ -16,6 +16,8 @@
 #
 #   /opt/forge-ci/          root-owned, read-only at run time (read_only rootfs)
 #     forge_ci/__init__.py  forge_ci/protocol.py     wire types, standard library only
+#     forge_ci/workflow/__init__.py                  lazy: imports nothing until asked
+#     forge_ci/workflow/expressions/                 the expression language, stdlib only
 #     worker/__init__.py    worker/runner/           the runner, standard library only
 #   /workspace/             owned by 10001; a fresh named volume per attempt is mounted here and
 #                           Docker copies this ownership into it on first mount
@@ -44,6 +46,8 @@ RUN if command -v groupadd >/dev/null && command -v useradd >/dev/null; then \
     install -d -o root -g root -m 0755 /run/forge-ci
 
 COPY forge_ci/__init__.py forge_ci/protocol.py /opt/forge-ci/forge_ci/
+COPY forge_ci/workflow/__init__.py /opt/forge-ci/forge_ci/workflow/
+COPY forge_ci/workflow/expressions/ /opt/forge-ci/forge_ci/workflow/expressions/
 COPY worker/__init__.py /opt/forge-ci/worker/
 COPY worker/runner/ /opt/forge-ci/worker/runner/
 

@@ -76,6 +76,12 @@ def source_archive_path(attempt_id: int) -> str:
     return f"{API_PREFIX}/attempts/{attempt_id}/source.tar"
 
 
+def reads_contents(plan_job: dict[str, Any]) -> bool:
+    """Whether a planned job may read the source (``permissions: {contents: read}``)."""
+    permissions = plan_job.get("permissions") or {}
+    return bool(permissions.get("contents", "read") == "read")
+
+
 @dataclass
 class ClaimOutcome:
     """The result of one claim transaction."""
@@ -157,7 +163,7 @@ def build_assignment(
             "needs": needs,
         },
         secrets=issued,
-        source_archive_path=source_archive_path(attempt.id),
+        source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
         lease_deadline_ms=to_ms(attempt.lease_expires_at),
         job_deadline_ms=to_ms(attempt.job_deadline_at),
         server_time_ms=to_ms(now),
