@@ -14,7 +14,20 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, providers, repos, runlogs, runs, up, web, workflow
+from forge_ci.cli import (
+    accounts,
+    database,
+    events,
+    hooks,
+    providers,
+    repos,
+    runlogs,
+    runs,
+    services,
+    up,
+    web,
+    workflow,
+)
 from forge_ci.cli.common import run_cli
 
 
@@ -32,6 +45,10 @@ for group in (
     repos.repo,
     runs.run,
     providers.provider,
+    events.events,
+    hooks.hooks,
+    services.ssh_command,
+    services.worker_command,
     workflow.workflow,
     web.web,
     up.up,

@@ -103,7 +103,7 @@ def test_redis_wakes_waiting_claims_at_once(live: World, redis_url: str) -> None
         while not listener.connected and time.monotonic() < deadline:
             time.sleep(0.02)
         assert listener.connected
-        assert listener.poll_interval == 1.0  # the database is only the safety net now
+        assert listener.poll_interval == 0.25  # the database is only the safety net now
         woken: list[float] = []
         notify = listener.notify
 
@@ -120,7 +120,7 @@ def test_redis_wakes_waiting_claims_at_once(live: World, redis_url: str) -> None
         assert pending["assignment"] is not None
         assert woken, "no wake-up arrived through Redis"
         noticed = min(t for t in pending["tries"] if t >= woken[0]) - woken[0]
-        assert noticed < 0.05, noticed  # woken by the message, not by the 1 s safety poll
+        assert noticed < 0.05, noticed  # woken by the message, not by the safety poll
         assert pending["returned"] - queued < 3
     finally:
         listener.stop()
