@@ -12,7 +12,7 @@ from forge_ci.accounts import get_user
 from forge_ci.authz import Actor, Role, require_role, role_in
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.gitstore import init_bare, repository_path
-from forge_ci.models import Membership, Repository, User
+from forge_ci.models import Membership, Repository, User, utcnow
 from forge_ci.names import split_full_name
 from forge_ci.settings import Settings
 
@@ -133,3 +133,19 @@ def revoke(session: Session, actor: Actor, full_name: str, user_name: str) -> No
         raise NotFound(f"{user_name} has no role in {full_name}")
     session.delete(membership)
     session.flush()
+
+
+def set_push_workflows(session: Session, actor: Actor, full_name: str, enabled: bool) -> Repository:
+    """Switch automatic push workflows on or off (owners/admins; off by default).
+
+    Enabling does not replay pushes recorded before it; disabling cancels no run already
+    created, it only stops events not yet processed from creating runs.
+    """
+    repo = find_repository(session, actor, full_name, Role.ADMIN)
+    if enabled and not repo.push_workflows_enabled:
+        repo.push_workflows_enabled_at = utcnow()
+    elif not enabled:
+        repo.push_workflows_enabled_at = None
+    repo.push_workflows_enabled = enabled
+    session.flush()
+    return repo

@@ -22,7 +22,7 @@ EXIT_REFUSED = 2
 def run_cli(group: click.Group, argv: list[str]) -> int:
     """Run ``group`` and map ``ForgeCIError`` to one stderr line and exit status 2."""
     try:
-        group.main(args=argv, prog_name="forge-ci", standalone_mode=False)
+        result = group.main(args=argv, prog_name="forge-ci", standalone_mode=False)
     except ForgeCIError as exc:
         click.echo(f"forge-ci: {exc.message}", err=True)
         return EXIT_REFUSED
@@ -34,7 +34,9 @@ def run_cli(group: click.Group, argv: list[str]) -> int:
     except click.ClickException as exc:
         click.echo(f"forge-ci: {exc.format_message()}", err=True)
         return EXIT_REFUSED
-    return 0
+    # Without standalone mode click returns the status of an explicit ``Exit(n)`` instead of
+    # raising it; commands themselves return None.
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 def settings() -> Settings:

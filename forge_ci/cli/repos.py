@@ -66,3 +66,23 @@ def repo_revoke(full_name: str, user_name: str) -> None:
     with session_scope() as session:
         revoke(session, Actor.operator(), full_name, user_name)
         click.echo(f"{user_name} no longer has access to {full_name}")
+
+
+@repo.command("push-workflows")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.argument("switch", type=click.Choice(["on", "off"]))
+def repo_push_workflows(full_name: str, switch: str) -> None:
+    """Let pushes by owners/admins start workflows (on), or stop it (off; the default)."""
+    from forge_ci.repos import set_push_workflows
+
+    with session_scope() as session:
+        set_push_workflows(session, Actor.operator(), full_name, switch == "on")
+    if switch == "on":
+        click.echo(
+            f"push workflows of {full_name} are on: pushes by owners and admins from now on "
+            "start their push workflows (earlier pushes are not replayed)"
+        )
+    else:
+        click.echo(
+            f"push workflows of {full_name} are off (runs already created are not cancelled)"
+        )

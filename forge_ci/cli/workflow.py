@@ -1,10 +1,98 @@
-"""``forge-ci workflow``: validate workflow files and print normalized plans."""
+"""``forge-ci workflow``: validate workflow files and print normalized plans.
+
+Exit status: 0 when every file is valid, 1 when any file is invalid, 2 when a file cannot be
+read (one line on stderr names it). Nothing here touches the database or settings.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
+
+from forge_ci.cli.common import EXIT_REFUSED, echo_json
+
+EXIT_INVALID = 1
 
 
 @click.group()
 def workflow() -> None:
     """Validate workflow files and show their normalized plans."""
+
+
+def _read(path: str) -> bytes | None:
+    """The file's bytes, or ``None`` after one stderr line saying why it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        click.echo(f"forge-ci: cannot read {path}: {reason}", err=True)
+        return None
+
+
+def _check(path: str, data: bytes) -> dict[str, Any]:
+    from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+
+    try:
+        parsed = parse_workflow(data, path)
+    except WorkflowInvalid as exc:
+        errors = [diagnostic.as_dict() for diagnostic in exc.diagnostics]
+        return {"path": path, "valid": False, "errors": errors, "plan_digest": None}
+    return {
+        "path": path,
+        "valid": True,
+        "errors": [],
+        "plan_digest": plan_digest(build_plan(parsed)),
+    }
+
+
+@workflow.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array, one entry per file.")
+@click.argument("files", nargs=-1, required=True)
+def validate(as_json: bool, files: tuple[str, ...]) -> None:
+    """Check workflow FILES against the supported subset."""
+    results: list[dict[str, Any]] = []
+    unreadable = False
+    for path in files:
+        data = _read(path)
+        if data is None:
+            unreadable = True
+            continue
+        results.append(_check(path, data))
+    if as_json:
+        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    else:
+        for result in results:
+            if result["valid"]:
+                click.echo(f"{result['path']}: valid (plan {result['plan_digest']})")
+            for error in result["errors"]:
+                click.echo(
+                    f"{result['path']}:{error['line']}:{error['column']}: {error['message']}"
+                )
+    if unreadable:
+        raise click.exceptions.Exit(EXIT_REFUSED)
+    if not all(result["valid"] for result in results):
+        raise click.exceptions.Exit(EXIT_INVALID)
+
+
+@workflow.command()
+@click.argument("file")
+def plan(file: str) -> None:
+    """Print the normalized plan of FILE as JSON."""
+    from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow
+
+    data = _read(file)
+    if data is None:
+        raise click.exceptions.Exit(EXIT_REFUSED)
+    try:
+        parsed = parse_workflow(data, file)
+    except WorkflowInvalid as exc:
+        for diagnostic in exc.diagnostics:
+            click.echo(
+                f"{file}:{diagnostic.line}:{diagnostic.column}: {diagnostic.message}", err=True
+            )
+        raise click.exceptions.Exit(EXIT_INVALID) from None
+    echo_json(build_plan(parsed))

@@ -2,6 +2,25 @@
 
 from forge_ci.models.accounts import SshKey, User
 from forge_ci.models.base import Base, utcnow
+from forge_ci.models.push_events import PushEvent, PushEventState
+from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
+from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 
-__all__ = ["Base", "Membership", "Repository", "SshKey", "User", "utcnow"]
+__all__ = [
+    "Base",
+    "Job",
+    "JobDependency",
+    "JobOutput",
+    "Membership",
+    "PushEvent",
+    "PushEventResult",
+    "PushEventState",
+    "PushEventWorkflow",
+    "Repository",
+    "Run",
+    "RunSequence",
+    "SshKey",
+    "User",
+    "utcnow",
+]

@@ -22,6 +22,9 @@ class Repository(Base):
     name: Mapped[str] = mapped_column(String(100))
     default_branch: Mapped[str] = mapped_column(String(255), default="main")
     push_workflows_enabled: Mapped[bool] = mapped_column(default=False)
+    #: When push workflows were last switched on: events recorded earlier never start runs
+    #: (enabling does not replay older pushes).
+    push_workflows_enabled_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     owner: Mapped[User] = relationship()

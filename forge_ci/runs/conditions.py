@@ -1,0 +1,110 @@
+"""Job ``if`` conditions, evaluated on the server when a job's dependencies have finished.
+
+A job's condition (``success()`` when the file has none; ``success() && (...)`` when it names no
+status function) sees:
+
+    github          the five fields captured at run creation
+    needs.<id>      result and outputs of each job it needs directly
+    success()       every job before it (its ancestors) succeeded, and the run is not cancelled
+    failure()       some ancestor failed (timed out and lost count as failed)
+    cancelled()     the run was cancelled
+    always()        true
+
+Conclusions map to the four results GitHub expressions know: ``timed_out`` and ``lost`` read as
+``failure``. A matrix job's ``needs.<id>.result`` summarizes its legs (any failure -> failure,
+else any cancelled -> cancelled, all skipped -> skipped, else success) and its outputs are the
+legs' outputs merged in plan order, later legs winning (GitHub leaves that order unspecified;
+here it is deterministic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from forge_ci import states
+
+#: How a conclusion reads in ``needs.<id>.result`` and to the status functions.
+RESULT_OF: dict[str, str] = {
+    states.SUCCESS: "success",
+    states.FAILURE: "failure",
+    states.TIMED_OUT: "failure",
+    states.LOST: "failure",
+    states.CANCELLED: "cancelled",
+    states.SKIPPED: "skipped",
+}
+
+DEFAULT_CONDITION = "success()"
+
+
+def summarize(conclusions: Iterable[str]) -> str:
+    """The ``needs.<id>.result`` of a job from the conclusions of its instances."""
+    results = [RESULT_OF[c] for c in conclusions]
+    if "failure" in results:
+        return "failure"
+    if "cancelled" in results:
+        return "cancelled"
+    if results and all(r == "skipped" for r in results):
+        return "skipped"
+    return "success"
+
+
+@dataclass(frozen=True)
+class NeedsEntry:
+    """What ``needs.<id>`` shows for one job id."""
+
+    result: str
+    outputs: dict[str, str]
+
+    def as_context(self) -> dict[str, Any]:
+        return {"result": self.result, "outputs": dict(self.outputs)}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a job runs; ``reason`` says why not, ``error`` when the condition failed."""
+
+    run: bool
+    reason: str | None = None
+    error: str | None = None
+
+
+def decide(
+    condition: str,
+    *,
+    github: Mapping[str, Any],
+    needs: Mapping[str, NeedsEntry],
+    ancestor_conclusions: Iterable[str],
+    run_cancelled: bool,
+) -> Decision:
+    """Evaluate a job's condition (see the module docstring)."""
+    from forge_ci.workflow.expressions import (
+        ExpressionError,
+        JobStatus,
+        evaluate,
+        is_truthy,
+        parse_condition,
+    )
+
+    status = JobStatus.for_job(
+        [RESULT_OF[c] for c in ancestor_conclusions], cancelled=run_cancelled
+    )
+    contexts = {
+        "github": dict(github),
+        "needs": {name: entry.as_context() for name, entry in needs.items()},
+    }
+    try:
+        value = evaluate(parse_condition(condition), contexts, status=status, expression=condition)
+    except ExpressionError as exc:
+        return Decision(False, error=f"the job's if condition could not be evaluated: {exc}")
+    if is_truthy(value):
+        return Decision(True)
+    unsuccessful = [
+        f"{name} ({entry.result})" for name, entry in needs.items() if entry.result != "success"
+    ]
+    if condition == DEFAULT_CONDITION and unsuccessful:
+        return Decision(False, reason=f"skipped: needs {', '.join(unsuccessful)}")
+    if condition == DEFAULT_CONDITION and not status.success():
+        return Decision(False, reason="skipped: an earlier job did not succeed")
+    return Decision(False, reason=f"skipped: the condition `{condition}` is false")

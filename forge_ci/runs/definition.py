@@ -1,0 +1,144 @@
+"""A run's definition: the immutable snapshot a run is created from.
+
+Made once from a parsed workflow at the run's exact commit (push or dispatch), or copied from an
+earlier run (rerun). The ``github.*`` references of env values and of the concurrency group are
+resolved here, exactly once, through the workflow engine's resolver; a rerun copies the resolved
+plan and the captured context byte for byte and never parses or resolves again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from forge_ci.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from forge_ci.models import Run
+    from forge_ci.workflow import Workflow
+
+
+@dataclass(frozen=True)
+class RunDefinition:
+    """Everything a new run stores as its snapshot."""
+
+    workflow_path: str
+    workflow_name: str | None
+    #: The workflow file as read from the commit (UTF-8 text, byte-identical to the blob).
+    source: str
+    #: The normalized plan with the context resolved into it.
+    plan: dict[str, Any]
+    plan_version: int
+    plan_digest: str
+    context: dict[str, str]
+    event_name: str
+    ref: str
+    sha: str
+    concurrency_group: str | None
+    cancel_in_progress: bool
+
+    @property
+    def concurrency_key(self) -> str | None:
+        """SHA-256 of the group: the indexed column groups are looked up by."""
+        if self.concurrency_group is None:
+            return None
+        return hashlib.sha256(self.concurrency_group.encode("utf-8")).hexdigest()
+
+
+def define_run(
+    workflow: Workflow,
+    data: bytes,
+    *,
+    repository: str,
+    sha: str,
+    ref: str,
+    event_name: str,
+) -> RunDefinition:
+    """The definition of a new run of ``workflow`` (parsed from ``data``) at ``sha``.
+
+    ``repository`` is ``owner/name``; ``ref`` the full branch ref. Pull-request fields of the
+    context stay empty: forge-ci creates push and dispatch runs only.
+    """
+    from forge_ci.workflow import RunContext, build_plan, plan_digest, resolve_run_context
+
+    context = RunContext(repository=repository, sha=sha, event_name=event_name)
+    plan = resolve_run_context(build_plan(workflow), context)
+    group, cancel = concurrency_of(plan, context.as_dict())
+    return RunDefinition(
+        workflow_path=workflow.path,
+        workflow_name=workflow.name,
+        source=data.decode("utf-8"),
+        plan=plan,
+        plan_version=int(plan["version"]),
+        plan_digest=plan_digest(plan),
+        context=context.as_dict(),
+        event_name=event_name,
+        ref=ref,
+        sha=sha,
+        concurrency_group=group,
+        cancel_in_progress=cancel,
+    )
+
+
+def copy_definition(run: Run) -> RunDefinition:
+    """The definition of ``run`` for a rerun: the same snapshot, nothing re-read or re-resolved."""
+    return RunDefinition(
+        workflow_path=run.workflow_path,
+        workflow_name=run.workflow_name,
+        source=run.workflow_source,
+        plan=copy.deepcopy(run.plan),
+        plan_version=run.plan_version,
+        plan_digest=run.plan_digest,
+        context=copy.deepcopy(run.context),
+        event_name=run.event_name,
+        ref=run.ref,
+        sha=run.sha,
+        concurrency_group=run.concurrency_group,
+        cancel_in_progress=run.cancel_in_progress,
+    )
+
+
+#: Resolved concurrency groups longer than this are refused (they are shown in the UI).
+MAX_GROUP_LENGTH = 1024
+
+
+def concurrency_of(plan: dict[str, Any], context: dict[str, str]) -> tuple[str | None, bool]:
+    """The run's concurrency group as text, and whether it cancels runs in progress.
+
+    ``resolve_run_context`` has replaced simple ``github.<field>`` references; any other
+    expression left in the group (``format(...)`` over the same fields) is evaluated here
+    against the captured context, once.
+    """
+    from forge_ci.workflow.expressions import ExpressionError, evaluate, parse_expression
+    from forge_ci.workflow.expressions import to_string as expression_text
+
+    concurrency = plan.get("concurrency")
+    if not isinstance(concurrency, dict):
+        return None, False
+    group = concurrency.get("group")
+    cancel = bool(concurrency.get("cancel_in_progress", False))
+    if isinstance(group, dict):
+        parts: list[str] = []
+        for part in group.get("template", []):
+            if isinstance(part, str):
+                parts.append(part)
+                continue
+            source = str(part["expr"])
+            try:
+                value = evaluate(parse_expression(source), {"github": context}, expression=source)
+            except ExpressionError as exc:
+                raise InvalidInput(
+                    f"cannot evaluate concurrency.group ${{{{ {source} }}}}: {exc.message}"
+                ) from None
+            parts.append(expression_text(value))
+        group = "".join(parts)
+    if not isinstance(group, str) or not group.strip():
+        raise InvalidInput("concurrency.group is empty once resolved")
+    if len(group) > MAX_GROUP_LENGTH:
+        raise InvalidInput(
+            f"concurrency.group is {len(group)} characters once resolved; the limit is "
+            f"{MAX_GROUP_LENGTH}"
+        )
+    return group, cancel

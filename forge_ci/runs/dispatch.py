@@ -1,0 +1,74 @@
+"""Manual runs: ``workflow_dispatch`` of one workflow file on one branch.
+
+Only an existing local branch is accepted (no tags, revision expressions or hidden refs). The
+branch is resolved once; the workflow is read and parsed from that exact commit, and the run
+pins that commit, so a push that lands meanwhile changes nothing about this run.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from forge_ci.authz import Actor, Role
+from forge_ci.errors import InvalidInput
+from forge_ci.models import Run
+from forge_ci.repos import find_repository
+from forge_ci.runs.create import creating_runs, require_run_creator
+from forge_ci.runs.definition import RunDefinition, define_run
+from forge_ci.runs.sources import (
+    MAX_WORKFLOW_BYTES,
+    git_repository,
+    read_workflow_file,
+    resolve_branch,
+    workflow_path_problem,
+)
+from forge_ci.settings import Settings
+
+DISPATCH = "workflow_dispatch"
+
+
+def dispatch_run(
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    full_name: str,
+    branch: str,
+    workflow_path: str,
+) -> Run:
+    """Create (and commit) a ``workflow_dispatch`` run of ``workflow_path`` at ``branch``.
+
+    Repository owners/admins and site administrators only. Raises InvalidInput for a bad branch
+    name or path, a workflow that is invalid or does not declare ``workflow_dispatch``;
+    NotFound for a missing repository, branch or file.
+    """
+    from forge_ci.workflow import parse_workflow
+
+    repository = find_repository(session, actor, full_name, Role.READ)
+    require_run_creator(session, actor, repository)
+    problem = workflow_path_problem(workflow_path)
+    if problem:
+        raise InvalidInput(problem)
+    git = git_repository(settings, repository)
+    sha = resolve_branch(git, branch)
+    blob = read_workflow_file(git, sha, workflow_path)
+    if blob.data is None:
+        raise InvalidInput(
+            f"{workflow_path} is {blob.size} bytes at {sha[:12]}; the limit is "
+            f"{MAX_WORKFLOW_BYTES} (64 KiB)"
+        )
+    workflow = parse_workflow(blob.data, workflow_path)
+    if not workflow.triggers.workflow_dispatch:
+        raise InvalidInput(
+            f"{workflow_path} does not declare workflow_dispatch, so it cannot be run by hand; "
+            "add workflow_dispatch to its 'on'"
+        )
+    definition: RunDefinition = define_run(
+        workflow,
+        blob.data,
+        repository=repository.full_name,
+        sha=sha,
+        ref=f"refs/heads/{branch}",
+        event_name=DISPATCH,
+    )
+    with creating_runs(session, settings, repository) as creation:
+        return creation.create(actor, definition)

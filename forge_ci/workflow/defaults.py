@@ -1,0 +1,119 @@
+"""``defaults.run`` (shell and working directory) and the rules for working directories.
+
+Defaults apply workflow < job < step. An omitted shell stays unspecified in the plan, because
+GitHub's implicit shell (``bash -e {0}`` when bash exists) differs from explicitly selecting
+``bash`` (``bash --noprofile --norc -eo pipefail {0}``); the runner decides.
+
+Working directories are literal, relative paths inside the workspace: no leading '/', '~' or
+drive, no '..', no empty components, no backslashes, no control characters. The runner must
+still enforce containment at run time, because a checked-in symlink can point anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from forge_ci.workflow.diagnostics import Problems
+from forge_ci.workflow.nodes import Mapping, Node, describe
+from forge_ci.workflow.templates import ExpressionChecker
+from forge_ci.workflow.values import string
+
+SHELLS = ("bash", "sh")
+
+_DRIVE = re.compile(r"[A-Za-z]:")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class RunDefaults:
+    """Shell and working directory of one level; ``None`` means "not set at this level"."""
+
+    shell: str | None = None
+    working_directory: str | None = None
+
+    def under(self, inner: RunDefaults) -> RunDefaults:
+        """These defaults overridden by a more specific level."""
+        return RunDefaults(
+            inner.shell if inner.shell is not None else self.shell,
+            inner.working_directory
+            if inner.working_directory is not None
+            else self.working_directory,
+        )
+
+
+def working_directory_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a working directory, or ``None`` when it can."""
+    if not path:
+        return "working-directory must not be empty"
+    if _CONTROL.search(path):
+        return "working-directory must not contain control characters"
+    if "\\" in path:
+        return "working-directory must use '/' and no backslashes"
+    if path.startswith(("/", "~")):
+        return f"working-directory must be relative to the workspace, not '{path}'"
+    if _DRIVE.match(path):
+        return f"working-directory must not start with a drive ('{path}')"
+    parts = path.split("/")
+    if ".." in parts:
+        return f"working-directory must not leave the workspace with '..' ('{path}')"
+    if "" in parts:
+        return f"working-directory must not have empty components ('{path}')"
+    return None
+
+
+def shell(node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
+    """A ``shell`` value: bash or sh, written literally."""
+    scalar = string(node, "shell", problems)
+    text = checker.literal(scalar, "shell") if scalar is not None else None
+    if scalar is None or text is None:
+        return None
+    if text not in SHELLS:
+        problems.at(scalar, f"shell '{text}' is not supported; use bash or sh")
+        return None
+    return text
+
+
+def working_directory(node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
+    """A ``working-directory`` value, checked by :func:`working_directory_problem`."""
+    scalar = string(node, "working-directory", problems)
+    text = checker.literal(scalar, "working-directory") if scalar is not None else None
+    if scalar is None or text is None:
+        return None
+    problem = working_directory_problem(text)
+    if problem:
+        problems.at(scalar, problem)
+        return None
+    return text
+
+
+def parse_run_defaults(
+    node: Node, where: str, checker: ExpressionChecker, problems: Problems
+) -> RunDefaults:
+    """``defaults`` of a workflow or job (``where`` names it in messages)."""
+    if not isinstance(node, Mapping):
+        problems.at(node, f"{where} must be a mapping, not {describe(node)}")
+        return RunDefaults()
+    run: Node | None = None
+    for key, value in node.items:
+        if key.value == "run":
+            run = value
+        else:
+            hint = problems.hint(key.value, ["run"])
+            problems.at(key, f"'{key.value}' is not a {where} key{hint}")
+    if run is None:
+        return RunDefaults()
+    if not isinstance(run, Mapping):
+        problems.at(run, f"{where}.run must be a mapping, not {describe(run)}")
+        return RunDefaults()
+    chosen_shell: str | None = None
+    directory: str | None = None
+    for key, value in run.items:
+        if key.value == "shell":
+            chosen_shell = shell(value, checker, problems)
+        elif key.value == "working-directory":
+            directory = working_directory(value, checker, problems)
+        else:
+            hint = problems.hint(key.value, ("shell", "working-directory"))
+            problems.at(key, f"'{key.value}' is not a {where}.run key{hint}")
+    return RunDefaults(chosen_shell, directory)

@@ -1,0 +1,335 @@
+"""Jobs: their keys, their matrix instances and what each instance runs on.
+
+A job with a matrix becomes one *instance* per combination; each instance has a stable ``key``
+made of the job id and the combination's values (``build (linux, 3.11)``), its display name, its
+matrix and strategy contexts, and its normalised runner labels. Everything that depends on the
+matrix and decides scheduling (labels, names) is resolved here, so that an instance that could
+never run is a located error when the file is parsed, not a job stuck in the queue.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
+from forge_ci.workflow.diagnostics import Problems
+from forge_ci.workflow.env import MAX_ENV_ENTRIES, EnvValue, parse_env
+from forge_ci.workflow.expressions import ExpressionError
+from forge_ci.workflow.labels import normalize_labels
+from forge_ci.workflow.matrix import Strategy, parse_strategy
+from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
+from forge_ci.workflow.permissions import parse_permissions
+from forge_ci.workflow.render import render, static_value, strategy_context, to_text
+from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
+from forge_ci.workflow.templates import ANY_MATRIX_KEY, ExpressionChecker, Scope, Template
+from forge_ci.workflow.values import boolean, string, timeout_minutes
+
+DEFAULT_TIMEOUT_MINUTES = 360
+JOB_KEYS = (
+    "name",
+    "needs",
+    "runs-on",
+    "env",
+    "defaults",
+    "timeout-minutes",
+    "if",
+    "outputs",
+    "strategy",
+    "continue-on-error",
+    "permissions",
+    "steps",
+)
+#: GitHub job keys outside the subset, with the reason given to the author.
+UNSUPPORTED_JOB_KEYS = {
+    "container": "job containers are not supported; every job runs in the provider's container",
+    "services": "service containers are not supported",
+    "environment": "deployment environments are not supported",
+    "concurrency": "job-level concurrency is not supported; use the workflow's concurrency",
+    "uses": "reusable workflows (jobs.<id>.uses) are not supported",
+    "with": "reusable workflows (jobs.<id>.with) are not supported",
+    "secrets": "reusable workflows (jobs.<id>.secrets) are not supported",
+    "cancel-timeout-minutes": "cancel-timeout-minutes is not supported",
+    "snapshot": "custom image snapshots are not supported",
+}
+_JOB_IF = frozenset({"github", "needs"})
+_JOB_ENV = frozenset({"github", "needs", "matrix", "strategy"})
+_JOB_OUTPUTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
+_STATIC = frozenset({"matrix", "strategy"})
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One job instance: a matrix combination (or the job itself when it has no matrix)."""
+
+    key: str
+    name: str
+    matrix: dict[str, Any] | None
+    strategy: dict[str, Any]
+    runs_on: list[str]
+
+    @property
+    def contexts(self) -> dict[str, Any]:
+        """The contexts known when the plan is built."""
+        return {"matrix": self.matrix or {}, "strategy": self.strategy}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One checked job with its instances."""
+
+    id: str
+    key_node: Scalar
+    node: Mapping
+    needs: tuple[tuple[str, Scalar], ...]
+    env: dict[str, EnvValue]
+    defaults: RunDefaults
+    timeout_minutes: int
+    condition: str
+    outputs: dict[str, Template]
+    strategy: Strategy | None
+    contents: str | None
+    steps: tuple[Step, ...]
+    instances: tuple[Instance, ...]
+
+
+def parse_job(
+    key: Scalar,
+    node: Node,
+    known: dict[str, str],
+    checker: ExpressionChecker,
+    problems: Problems,
+) -> Job | None:
+    """Check one job; ``known`` maps lowercased job ids to their spelling (for ``needs``)."""
+    if not isinstance(node, Mapping):
+        problems.at(node, f"job '{key.value}' must be a mapping, not {describe(node)}")
+        return None
+    before = len(problems)
+    for item_key, _ in node.items:
+        name = item_key.value
+        if name in UNSUPPORTED_JOB_KEYS:
+            problems.at(item_key, UNSUPPORTED_JOB_KEYS[name])
+        elif name not in JOB_KEYS:
+            problems.at(item_key, f"'{name}' is not a job key{problems.hint(name, JOB_KEYS)}")
+    for required in ("runs-on", "steps"):
+        if required not in node and "uses" not in node:
+            problems.at(node, f"job '{key.value}' needs {required}")
+    needs = _needs(node.get("needs"), key.value, known, problems)
+    strategy = parse_strategy(node["strategy"], problems) if "strategy" in node else None
+    matrix_keys = None
+    if strategy is not None and strategy.has_matrix:
+        matrix_keys = frozenset(name.lower() for name in strategy.keys)
+    elif "strategy" in node:
+        # The strategy itself is wrong (and reported): do not also report every matrix use.
+        matrix_keys = ANY_MATRIX_KEY
+    scope = Scope(
+        where=f"job '{key.value}'",
+        contexts=frozenset(),
+        matrix_keys=matrix_keys,
+        needs=frozenset(name.lower() for name, _ in needs),
+    )
+    env: dict[str, EnvValue] = {}
+    if "env" in node:
+        env_scope = scope.narrowed("job env", _JOB_ENV, whole_secret=True)
+        env = parse_env(node["env"], env_scope, checker, problems)
+    defaults = RunDefaults()
+    if "defaults" in node:
+        defaults = parse_run_defaults(node["defaults"], "defaults", checker, problems)
+    timeout = DEFAULT_TIMEOUT_MINUTES
+    if "timeout-minutes" in node:
+        timeout = timeout_minutes(node["timeout-minutes"], "timeout-minutes", problems) or timeout
+    condition = "success()"
+    if "if" in node:
+        scalar = string(node["if"], "a job's if", problems)
+        found = (
+            checker.condition(scalar, scope.narrowed("a job's if", _JOB_IF, conditions=True))
+            if scalar is not None
+            else None
+        )
+        condition = found or condition
+    if "continue-on-error" in node:
+        value = boolean(node["continue-on-error"], "continue-on-error", problems)
+        if value:
+            problems.at(
+                node["continue-on-error"],
+                "continue-on-error: true is not supported for jobs (only false)",
+            )
+    contents = parse_permissions(node["permissions"], problems) if "permissions" in node else None
+    steps = parse_steps(node["steps"], scope, checker, problems) if "steps" in node else []
+    outputs: dict[str, Template] = {}
+    if "outputs" in node:
+        # Ids as written, so that a step refused for another reason is not reported again here.
+        step_ids = written_step_ids(node["steps"]) if "steps" in node else frozenset()
+        outputs = _outputs(
+            node["outputs"],
+            scope.narrowed("job outputs", _JOB_OUTPUTS, steps=step_ids),
+            checker,
+            problems,
+        )
+    name_template: Template | None = None
+    if "name" in node:
+        scalar = string(node["name"], "a job name", problems)
+        if scalar is not None:
+            name_template = checker.template(scalar, scope.narrowed("a job name", _STATIC))
+    runs_on = _runs_on(node.get("runs-on"), scope, checker, problems)
+    if len(problems) != before:
+        return None
+    instances = _instances(key, node, strategy, name_template, runs_on, problems)
+    if len(problems) != before:
+        return None
+    return Job(
+        key.value,
+        key,
+        node,
+        needs,
+        env,
+        defaults,
+        timeout,
+        condition,
+        outputs,
+        strategy,
+        contents,
+        tuple(steps),
+        tuple(instances),
+    )
+
+
+def _needs(
+    node: Node | None, job_id: str, known: dict[str, str], problems: Problems
+) -> tuple[tuple[str, Scalar], ...]:
+    if node is None:
+        return ()
+    items = node.items if isinstance(node, Sequence) else [node]
+    found: list[tuple[str, Scalar]] = []
+    for item in items:
+        if not isinstance(item, Scalar) or is_null(item):
+            problems.at(item, f"needs lists job ids, not {describe(item)}")
+            continue
+        target = known.get(item.value.lower())
+        if target is None:
+            hint = problems.hint(item.value, list(known.values()))
+            problems.at(item, f"job '{job_id}' needs unknown job '{item.value}'{hint}")
+        elif any(name == target for name, _ in found):
+            problems.at(item, f"job '{target}' is listed twice in needs")
+        else:
+            found.append((target, item))
+    return tuple(found)
+
+
+def _outputs(
+    node: Node, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> dict[str, Template]:
+    if not isinstance(node, Mapping):
+        problems.at(node, f"outputs must be a mapping, not {describe(node)}")
+        return {}
+    if len(node.items) > MAX_ENV_ENTRIES:
+        problems.at(node.items[MAX_ENV_ENTRIES][0], f"a job has at most {MAX_ENV_ENTRIES} outputs")
+    outputs: dict[str, Template] = {}
+    for key, value in node.items:
+        problem = id_problem(key.value)
+        if problem:
+            problems.at(key, problem.replace("the id", "the output name"))
+            continue
+        scalar = string(value, f"outputs.{key.value}", problems)
+        template = checker.template(scalar, scope) if scalar is not None else None
+        if template is not None:
+            outputs[key.value] = template
+    return outputs
+
+
+def _runs_on(
+    node: Node | None, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> tuple[Node, list[Template]] | None:
+    if node is None:
+        return None
+    runs_scope = scope.narrowed("runs-on", _STATIC)
+    if isinstance(node, Mapping):
+        problems.at(
+            node,
+            "runner groups (runs-on: {group, labels}) are not supported; list the labels instead",
+        )
+        return None
+    items = node.items if isinstance(node, Sequence) else [node]
+    templates: list[Template] = []
+    for item in items:
+        scalar = string(item, "a runs-on label", problems)
+        template = checker.template(scalar, runs_scope) if scalar is not None else None
+        if template is not None:
+            templates.append(template)
+    if not items:
+        problems.at(node, "runs-on needs at least one label")
+    return node, templates
+
+
+def _instances(
+    key: Scalar,
+    node: Mapping,
+    strategy: Strategy | None,
+    name: Template | None,
+    runs_on: tuple[Node, list[Template]] | None,
+    problems: Problems,
+) -> list[Instance]:
+    combos: list[dict[str, Any] | None] = list(strategy.combinations) if strategy else []
+    if not combos:
+        combos = [None]
+    fail_fast = strategy.fail_fast if strategy else True
+    max_parallel = strategy.max_parallel if strategy else None
+    uses_matrix = name is not None and any(
+        not isinstance(part, str) and "matrix" in part.contexts for part in name.parts
+    )
+    instances: list[Instance] = []
+    used: set[str] = set()
+    for index, combo in enumerate(combos):
+        context = strategy_context(fail_fast, max_parallel, index, len(combos))
+        contexts = {"matrix": combo or {}, "strategy": context}
+        suffix = f" ({', '.join(_display(v) for v in combo.values())})" if combo else ""
+        instance_key = key.value + suffix
+        # Different values can print alike ('1' and 1); a counter keeps keys unique and stable.
+        counter = 2
+        while instance_key in used:
+            instance_key = f"{key.value}{suffix} #{counter}"
+            counter += 1
+        used.add(instance_key)
+        display = key.value
+        if name is not None:
+            rendered = render(name, contexts, lambda t, m: problems.at(t.node, m))
+            display = rendered if isinstance(rendered, str) else key.value
+        if not uses_matrix:
+            display += suffix
+        labels: list[str] = []
+        if runs_on is not None:
+            labels = _labels(runs_on, contexts, problems)
+        instances.append(Instance(instance_key, display, combo, context, labels))
+    return instances
+
+
+def _labels(
+    runs_on: tuple[Node, list[Template]], contexts: dict[str, Any], problems: Problems
+) -> list[str]:
+    node, templates = runs_on
+    written: list[str] = []
+    for template in templates:
+        whole = template.whole
+        if whole is not None:
+            try:
+                value = static_value(whole, contexts)
+            except ExpressionError as exc:
+                problems.at(template.node, f"cannot evaluate runs-on: {exc.message}")
+                return []
+            values = value if isinstance(value, list) else [value]
+            written.extend(to_text(item) for item in values)
+        else:
+            rendered = render(template, contexts, lambda t, m: problems.at(t.node, m))
+            written.append(rendered if isinstance(rendered, str) else "")
+    labels, problem = normalize_labels(written)
+    if problem:
+        problems.at(node, problem)
+    return labels
+
+
+def _display(value: Any) -> str:
+    """A matrix value in an instance key: text as is, objects and arrays as compact JSON."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return to_text(value)

@@ -1,0 +1,211 @@
+"""The normalized plan: what a run executes, as deterministic JSON.
+
+The plan is what run creation stores (next to the YAML and the resolved context) and what reruns
+copy; its digest identifies it. Defaults and precedence are already applied, so nothing
+downstream needs the YAML again:
+
+    {"version": 1, "name": ..., "on": {...}, "concurrency": null | {...},
+     "jobs": [                                   one entry per job instance, in file order
+       {"key": "build (linux, 3.11)", "id": "build", "name": ..., "needs": ["lint"],
+        "if": "success()", "runs_on": [...], "timeout_minutes": 360,
+        "permissions": {"contents": "read"}, "matrix": {...} | null, "strategy": {...} | null,
+        "outputs": {...},
+        "steps": [{"id": "step_1", "generated_id": true, "name": ..., "uses": null,
+                   "run": ..., "shell": null, "working_directory": null,
+                   "env": {NAME: text | {"template": [...]} | {"secret": NAME}},
+                   "if": "success()", "continue_on_error": false, "timeout_minutes": null}]}]}
+
+A job instance waits for every instance of each job id in ``needs``. Env is merged per step
+(workflow < job < step), and shell and working directory are resolved the same way. Secrets
+appear by name only. ``github.*`` references are still templates here; ``resolve_run_context``
+fills them in at run creation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from forge_ci.workflow.canonical import canonical_json, digest
+from forge_ci.workflow.defaults import RunDefaults
+from forge_ci.workflow.diagnostics import Problems
+from forge_ci.workflow.env import EnvValue
+from forge_ci.workflow.expressions import ExpressionError
+from forge_ci.workflow.jobs import Instance, Job
+from forge_ci.workflow.render import PlanValue, render, render_env, static_value
+from forge_ci.workflow.steps import CHECKOUT, Step
+from forge_ci.workflow.templates import Template
+
+if TYPE_CHECKING:
+    from forge_ci.workflow.parser import Workflow
+
+PLAN_VERSION = 1
+MAX_PLAN_BYTES = 1024 * 1024
+MAX_DEFAULT_NAME = 100
+
+
+def build_plan(workflow: Workflow) -> dict[str, Any]:
+    """The normalized plan of a parsed workflow (a fresh copy the caller may keep).
+
+    The plan was built and measured while parsing; it is kept as its canonical JSON, so this is
+    a JSON decode, which is also the cheapest deep copy.
+    """
+    plan: dict[str, Any] = json.loads(workflow.plan_json)
+    return plan
+
+
+def plan_digest(plan: Mapping[str, Any]) -> str:
+    """SHA-256 hex of the plan's canonical JSON (RFC 8785: sorted keys, no whitespace, UTF-8)."""
+    return digest(plan)
+
+
+def plan_bytes(plan: Mapping[str, Any]) -> bytes:
+    """The canonical JSON of a plan, as stored and measured against the 1 MiB limit."""
+    return canonical_json(plan)
+
+
+class PlanBuilder:
+    """Renders checked workflow parts into the plan, reporting evaluation problems."""
+
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
+
+    def _report(self, template: Template, message: str) -> None:
+        self.problems.at(template.node, message)
+
+    def build(
+        self,
+        name: str | None,
+        triggers: dict[str, Any],
+        concurrency: dict[str, Any] | None,
+        env: dict[str, EnvValue],
+        defaults: RunDefaults,
+        contents: str | None,
+        jobs: list[Job],
+    ) -> bytes:
+        """The plan as canonical JSON; the caller checks ``problems`` afterwards."""
+        rendered_jobs: list[dict[str, Any]] = []
+        for job in jobs:
+            for instance in job.instances:
+                rendered_jobs.append(
+                    self._instance(job, instance, env, defaults, contents or "read")
+                )
+        plan = {
+            "version": PLAN_VERSION,
+            "name": name,
+            "on": triggers,
+            "concurrency": concurrency,
+            "jobs": rendered_jobs,
+        }
+        encoded = plan_bytes(plan)
+        if len(encoded) > MAX_PLAN_BYTES:
+            self.problems.add(
+                1,
+                1,
+                f"the normalized plan is {len(encoded)} bytes; the limit is {MAX_PLAN_BYTES} "
+                "(1 MiB)",
+            )
+        return encoded
+
+    def _instance(
+        self,
+        job: Job,
+        instance: Instance,
+        workflow_env: dict[str, EnvValue],
+        workflow_defaults: RunDefaults,
+        contents: str,
+    ) -> dict[str, Any]:
+        contexts = instance.contexts
+        base_env = render_env(workflow_env, contexts, self._report)
+        base_env.update(render_env(job.env, contexts, self._report))
+        defaults = workflow_defaults.under(job.defaults)
+        outputs = {name: render(t, contexts, self._report) for name, t in job.outputs.items()}
+        return {
+            "key": instance.key,
+            "id": job.id,
+            "name": instance.name,
+            "needs": [name for name, _ in job.needs],
+            "if": job.condition,
+            "runs_on": list(instance.runs_on),
+            "timeout_minutes": job.timeout_minutes,
+            "permissions": {"contents": job.contents or contents},
+            "matrix": instance.matrix,
+            "strategy": instance.strategy if job.strategy is not None else None,
+            "outputs": outputs,
+            "steps": [self._step(step, contexts, base_env, defaults) for step in job.steps],
+        }
+
+    def _step(
+        self,
+        step: Step,
+        contexts: Mapping[str, Any],
+        base_env: dict[str, PlanValue],
+        defaults: RunDefaults,
+    ) -> dict[str, Any]:
+        name = render(step.name, contexts, self._report) if step.name is not None else None
+        if step.uses is not None:
+            return {
+                "id": step.id,
+                "generated_id": step.generated_id,
+                "name": name if name is not None else "Checkout",
+                "uses": CHECKOUT,
+                "run": None,
+                "shell": None,
+                "working_directory": None,
+                "env": {},
+                "if": step.condition,
+                "continue_on_error": False,
+                "timeout_minutes": step.timeout_minutes,
+            }
+        assert step.run is not None
+        env = dict(base_env)
+        env.update(render_env(step.env, contexts, self._report))
+        resolved = defaults.under(RunDefaults(step.shell, step.working_directory))
+        return {
+            "id": step.id,
+            "generated_id": step.generated_id,
+            "name": name if name is not None else _default_name(step.run),
+            "uses": None,
+            "run": render(step.run, contexts, self._report),
+            "shell": resolved.shell,
+            "working_directory": resolved.working_directory,
+            "env": env,
+            "if": step.condition,
+            "continue_on_error": self._continue_on_error(step.continue_on_error, contexts),
+            "timeout_minutes": step.timeout_minutes,
+        }
+
+    def _continue_on_error(
+        self, value: bool | Template, contexts: Mapping[str, Any]
+    ) -> bool | dict[str, str]:
+        if isinstance(value, bool):
+            return value
+        whole = value.whole
+        assert whole is not None  # steps.py accepts only one whole expression
+        if not whole.static:
+            return {"expr": whole.source.strip()}
+        try:
+            result = static_value(whole, contexts)
+        except ExpressionError as exc:
+            self._report(value, f"cannot evaluate continue-on-error: {exc.message}")
+            return False
+        return truthy(result)
+
+
+def truthy(value: Any) -> bool:
+    """GitHub's truthiness: null, false, 0, NaN and '' are false; everything else is true."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value == value and value != 0
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+def _default_name(run: Template) -> str:
+    """GitHub's default step name: "Run " and the first non-blank line of the script."""
+    first = next((line.strip() for line in run.node.value.splitlines() if line.strip()), "")
+    name = f"Run {first}"
+    return name if len(name) <= MAX_DEFAULT_NAME else name[: MAX_DEFAULT_NAME - 3] + "..."

@@ -1,0 +1,330 @@
+"""Steps: ``run`` scripts and the built-in checkout.
+
+A step either runs a script (``run`` with optional ``shell``, ``working-directory``, ``env``,
+``if``, ``continue-on-error``, ``timeout-minutes``) or is the built-in checkout (``uses:
+forge-ci/checkout@v1``, or ``actions/checkout@<ref>`` without inputs, which means the same thing).
+No action code is ever downloaded, so every other ``uses`` is refused by name.
+
+Steps without an ``id`` get ``step_<n>`` (n is the 1-based position), moved aside with a suffix
+when an explicit id already took that name, so generated ids never collide with written ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from forge_ci.workflow.defaults import shell as read_shell
+from forge_ci.workflow.defaults import working_directory as read_directory
+from forge_ci.workflow.diagnostics import Problems
+from forge_ci.workflow.env import EnvValue, parse_env
+from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
+from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
+from forge_ci.workflow.values import boolean, string, timeout_minutes
+
+MAX_STEPS = 64
+CHECKOUT = "forge-ci/checkout@v1"
+STEP_KEYS = (
+    "id",
+    "name",
+    "run",
+    "uses",
+    "shell",
+    "working-directory",
+    "env",
+    "if",
+    "continue-on-error",
+    "timeout-minutes",
+)
+CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes")
+
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+_STEP_CONTEXTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
+_NAME_CONTEXTS = frozenset({"matrix", "strategy"})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One checked step; ``uses`` is set (as written) only for the checkout."""
+
+    index: int
+    id: str
+    generated_id: bool
+    name: Template | None
+    uses: str | None
+    run: Template | None
+    shell: str | None
+    working_directory: str | None
+    env: dict[str, EnvValue]
+    condition: str
+    continue_on_error: bool | Template
+    timeout_minutes: int | None
+    node: Mapping
+
+
+def id_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a job or step id (GitHub's rule), or ``None``."""
+    if not _ID.match(text) or len(text) >= 100:
+        return (
+            f"the id '{text}' is invalid: use letters, digits, '_' and '-', start with a letter "
+            "or '_', and stay under 100 characters"
+        )
+    if text.startswith("__"):
+        return f"the id '{text}' is invalid: ids starting with '__' are reserved"
+    return None
+
+
+def is_checkout(uses: str) -> bool:
+    """``forge-ci/checkout@v1`` or ``actions/checkout@<ref>``: the built-in checkout."""
+    name, _, ref = uses.partition("@")
+    return uses == CHECKOUT or (name == "actions/checkout" and bool(ref))
+
+
+def written_step_ids(node: Node) -> frozenset[str]:
+    """The explicit step ids of a ``steps`` list, lowercased (job outputs may use any of them)."""
+    if not isinstance(node, Sequence):
+        return frozenset()
+    ids = set()
+    for item in node.items:
+        value = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(value, Scalar):
+            ids.add(value.value.lower())
+    return frozenset(ids)
+
+
+def parse_steps(
+    node: Node, job_scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> list[Step]:
+    """Check the ``steps`` of one job; ``job_scope`` carries its matrix keys and needs."""
+    if not isinstance(node, Sequence):
+        problems.at(node, f"steps must be a list, not {describe(node)}")
+        return []
+    if not node.items:
+        problems.at(node, "steps must list at least one step")
+        return []
+    if len(node.items) > MAX_STEPS:
+        problems.at(node.items[MAX_STEPS], f"a job has at most {MAX_STEPS} steps")
+    items = node.items[:MAX_STEPS]
+    explicit = _explicit_ids(items, checker, problems)
+    taken = {text.lower() for text in explicit.values()}
+    steps: list[Step] = []
+    earlier: set[str] = set()
+    checkout_seen: Scalar | None = None
+    for index, item in enumerate(items, start=1):
+        if not isinstance(item, Mapping):
+            problems.at(item, f"a step must be a mapping, not {describe(item)}")
+            continue
+        step_id = explicit.get(index)
+        generated = step_id is None
+        if step_id is None:
+            step_id = _generated_id(index, taken)
+        step = _step(
+            item, index, step_id, generated, job_scope, frozenset(earlier), checker, problems
+        )
+        if not generated:
+            earlier.add(step_id.lower())
+        if step is None:
+            continue
+        if step.uses is not None:
+            uses_node = item.get("uses")
+            if checkout_seen is not None and isinstance(uses_node, Scalar):
+                problems.at(
+                    uses_node,
+                    f"a job has at most one checkout step (the first is at line "
+                    f"{checkout_seen.line})",
+                )
+            elif isinstance(uses_node, Scalar):
+                checkout_seen = uses_node
+        steps.append(step)
+    return steps
+
+
+def _explicit_ids(
+    items: list[Node], checker: ExpressionChecker, problems: Problems
+) -> dict[int, str]:
+    ids: dict[int, str] = {}
+    first: dict[str, Scalar] = {}
+    for index, item in enumerate(items, start=1):
+        node = item.get("id") if isinstance(item, Mapping) else None
+        if node is None:
+            continue
+        scalar = string(node, "a step id", problems)
+        text = checker.literal(scalar, "a step id") if scalar is not None else None
+        if scalar is None or text is None:
+            continue
+        problem = id_problem(text)
+        if problem:
+            problems.at(scalar, problem)
+            continue
+        previous = first.get(text.lower())
+        if previous is not None:
+            problems.at(
+                scalar,
+                f"the step id '{text}' is already used in this job (line {previous.line}); "
+                "ids are compared without regard to case",
+            )
+            continue
+        first[text.lower()] = scalar
+        ids[index] = text
+    return ids
+
+
+def _generated_id(index: int, taken: set[str]) -> str:
+    candidate = f"step_{index}"
+    suffix = 2
+    while candidate in taken:
+        candidate = f"step_{index}_{suffix}"
+        suffix += 1
+    taken.add(candidate)
+    return candidate
+
+
+def _step(
+    node: Mapping,
+    index: int,
+    step_id: str,
+    generated: bool,
+    job_scope: Scope,
+    earlier: frozenset[str],
+    checker: ExpressionChecker,
+    problems: Problems,
+) -> Step | None:
+    before = len(problems)
+    uses_node = node.get("uses")
+    run_node = node.get("run")
+    if uses_node is not None and run_node is not None:
+        problems.at(node.key_node("run") or node, "a step has either run or uses, not both")
+        return None
+    if uses_node is None and run_node is None:
+        problems.at(node, "a step needs run (a script) or uses: forge-ci/checkout@v1")
+        return None
+    uses: str | None = None
+    if uses_node is not None:
+        uses = _uses(node, uses_node, checker, problems)
+    for key, _ in node.items:
+        written = key.value
+        if written in STEP_KEYS:
+            # Keys a checkout cannot have are only worth naming once uses is the checkout.
+            if uses is not None and written not in CHECKOUT_KEYS:
+                problems.at(key, f"the built-in checkout step cannot have '{written}'")
+        elif written == "with":
+            if uses_node is None:
+                problems.at(key, "'with' is for actions; a run step takes env instead")
+        else:
+            hint = problems.hint(written, STEP_KEYS)
+            problems.at(key, f"'{written}' is not a step key{hint}")
+
+    def scope(where: str, contexts: frozenset[str], **flags: bool) -> Scope:
+        return job_scope.narrowed(where, contexts, steps=earlier, **flags)
+
+    name: Template | None = None
+    if "name" in node:
+        scalar = string(node["name"], "a step name", problems)
+        if scalar is not None:
+            name = checker.template(scalar, scope("a step name", _NAME_CONTEXTS))
+    timeout: int | None = None
+    if "timeout-minutes" in node:
+        timeout = timeout_minutes(node["timeout-minutes"], "timeout-minutes", problems)
+    run: Template | None = None
+    step_shell: str | None = None
+    directory: str | None = None
+    env: dict[str, EnvValue] = {}
+    condition = "success()"
+    continue_on_error: bool | Template = False
+    if run_node is not None:
+        scalar = string(run_node, "run", problems)
+        if scalar is not None:
+            if not scalar.value.strip():
+                problems.at(scalar, "run must not be empty")
+            run = checker.template(scalar, scope("run", _STEP_CONTEXTS))
+        if "shell" in node:
+            step_shell = read_shell(node["shell"], checker, problems)
+        if "working-directory" in node:
+            directory = read_directory(node["working-directory"], checker, problems)
+        if "env" in node:
+            env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True)
+            env = parse_env(node["env"], env_scope, checker, problems)
+        if "if" in node:
+            found = _condition(
+                node["if"], scope("a step's if", _STEP_CONTEXTS, conditions=True), checker, problems
+            )
+            condition = found or condition
+        if "continue-on-error" in node:
+            value = _continue_on_error(
+                node["continue-on-error"],
+                scope("continue-on-error", _STEP_CONTEXTS),
+                checker,
+                problems,
+            )
+            continue_on_error = value if value is not None else False
+    if len(problems) != before:
+        return None
+    return Step(
+        index,
+        step_id,
+        generated,
+        name,
+        uses,
+        run,
+        step_shell,
+        directory,
+        env,
+        condition,
+        continue_on_error,
+        timeout,
+        node,
+    )
+
+
+def _uses(step: Mapping, node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
+    scalar = string(node, "uses", problems)
+    text = checker.literal(scalar, "uses") if scalar is not None else None
+    if scalar is None or text is None:
+        return None
+    if not is_checkout(text):
+        if text.startswith("forge-ci/checkout"):
+            problems.at(scalar, f"'{text}' is not a checkout version; use {CHECKOUT}")
+        elif text.startswith("actions/checkout"):
+            problems.at(scalar, f"'{text}' needs a ref, like actions/checkout@v4")
+        else:
+            problems.at(
+                scalar,
+                f"uses: {text} is not supported; forge-ci runs only run steps and the built-in "
+                f"{CHECKOUT} (no action is downloaded)",
+            )
+        return None
+    inputs = step.get("with")
+    if inputs is not None:
+        if isinstance(inputs, Mapping) and inputs.items:
+            for key, _ in inputs.items:
+                problems.at(
+                    key,
+                    f"with.{key.value} is not supported: the built-in checkout ({text}) takes "
+                    "no inputs",
+                )
+        else:
+            where = step.key_node("with") or inputs
+            problems.at(where, f"the built-in checkout ({text}) takes no inputs; remove 'with'")
+    return text
+
+
+def _condition(
+    node: Node, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> str | None:
+    if isinstance(node, Scalar) and node.plain and scalar_type(node) == "null":
+        problems.at(node, f"{scope.where} needs an expression")
+        return None
+    scalar = string(node, scope.where, problems)
+    return checker.condition(scalar, scope) if scalar is not None else None
+
+
+def _continue_on_error(
+    node: Node, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> bool | Template | None:
+    if isinstance(node, Scalar) and "${{" in node.value:
+        template = checker.template(node, scope)
+        if template is not None and template.whole is None:
+            problems.at(node, "continue-on-error must be true, false or one ${{ }} expression")
+            return None
+        return template
+    return boolean(node, "continue-on-error", problems)

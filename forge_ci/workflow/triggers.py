@@ -1,0 +1,369 @@
+"""The ``on`` key: which events start a workflow, and whether one event does.
+
+forge-ci supports three events: ``push`` (branch updates; tag pushes never match),
+``pull_request`` (opened, reopened, synchronize; branch filters match the target branch) and
+``workflow_dispatch`` (manual runs, without inputs). ``on`` may be one event name, a list of them,
+or a mapping from event to its filters.
+
+Matching answers with a :class:`Match` whose ``reason`` is written for the person who wonders why a
+push did or did not start a run. When the changed paths are unknown (``None``: a new branch, a
+force push), path filters are treated as matching: running a workflow too often is recoverable,
+silently not running a check is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from forge_ci.workflow.diagnostics import Problems, quote_list
+from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
+from forge_ci.workflow.patterns import (
+    MAX_PATTERNS,
+    Pattern,
+    PatternError,
+    compile_pattern,
+    included,
+    last_match,
+)
+
+EVENTS = ("push", "pull_request", "workflow_dispatch")
+PULL_REQUEST_TYPES = ("opened", "reopened", "synchronize")
+#: GitHub events and pull_request activity types that exist but are not supported: named as
+#: unsupported instead of being suggested as typos.
+GITHUB_EVENTS = frozenset(
+    """branch_protection_rule check_run check_suite create delete deployment deployment_status
+    discussion discussion_comment fork gollum issue_comment issues label merge_group milestone
+    page_build project project_card project_column public pull_request_review
+    pull_request_review_comment pull_request_target registry_package release repository_dispatch
+    schedule status watch workflow_call workflow_run""".split()
+)
+GITHUB_PULL_REQUEST_TYPES = frozenset(
+    """assigned unassigned labeled unlabeled edited closed converted_to_draft ready_for_review
+    locked unlocked review_requested review_request_removed auto_merge_enabled
+    auto_merge_disabled milestoned demilestoned enqueued dequeued""".split()
+)
+FILTER_KEYS = ("branches", "branches-ignore", "paths", "paths-ignore")
+
+
+@dataclass(frozen=True)
+class Filter:
+    """The patterns of one filter key (``branches``, ``paths-ignore``...)."""
+
+    key: str
+    patterns: tuple[Pattern, ...]
+
+    @property
+    def ignore(self) -> bool:
+        return self.key.endswith("-ignore")
+
+    def written(self) -> str:
+        return f"{self.key} {quote_list(p.text for p in self.patterns)}"
+
+    def as_plan(self) -> list[str]:
+        return [pattern.text for pattern in self.patterns]
+
+
+@dataclass(frozen=True)
+class EventFilters:
+    """The filters of a push or pull_request trigger; ``types`` only for pull_request."""
+
+    branches: Filter | None = None
+    paths: Filter | None = None
+    types: tuple[str, ...] = ()
+
+    def as_plan(self) -> dict[str, Any]:
+        plan: dict[str, Any] = {}
+        for item in (self.branches, self.paths):
+            if item is not None:
+                plan[item.key] = item.as_plan()
+        if self.types:
+            plan["types"] = list(self.types)
+        return plan
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """The events a workflow listens to; ``None`` means the event does not start it."""
+
+    push: EventFilters | None = None
+    pull_request: EventFilters | None = None
+    workflow_dispatch: bool = False
+
+    def as_plan(self) -> dict[str, Any]:
+        plan: dict[str, Any] = {}
+        if self.push is not None:
+            plan["push"] = self.push.as_plan()
+        if self.pull_request is not None:
+            plan["pull_request"] = self.pull_request.as_plan()
+        if self.workflow_dispatch:
+            plan["workflow_dispatch"] = {}
+        return plan
+
+
+@dataclass(frozen=True)
+class Match:
+    """Whether an event starts the workflow, and why (for push event records and the UI)."""
+
+    matched: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.matched
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+
+def parse_triggers(node: Node, problems: Problems) -> Triggers:
+    """Check the value of ``on`` and return the triggers it declares."""
+    events: list[tuple[Scalar, Node | None]] = []
+    if isinstance(node, Scalar) and not is_null(node):
+        events.append((node, None))
+    elif isinstance(node, Sequence):
+        if not node.items:
+            problems.at(node, "'on' lists no event")
+        for item in node.items:
+            if isinstance(item, Scalar) and not is_null(item):
+                events.append((item, None))
+            else:
+                problems.at(item, f"an event name was expected, not {describe(item)}")
+    elif isinstance(node, Mapping):
+        if not node.items:
+            problems.at(node, "'on' lists no event")
+        events.extend(node.items)
+    else:
+        problems.at(node, "'on' needs push, pull_request or workflow_dispatch")
+    seen: set[str] = set()
+    push: EventFilters | None = None
+    pull_request: EventFilters | None = None
+    dispatch = False
+    for name_node, config in events:
+        name = name_node.value
+        if name not in EVENTS:
+            problems.at(name_node, _event_refusal(name, problems))
+            continue
+        if name in seen:
+            problems.at(name_node, f"the event '{name}' is listed twice")
+            continue
+        seen.add(name)
+        if name == "push":
+            push = _event_filters(name, config, problems)
+        elif name == "pull_request":
+            pull_request = _event_filters(name, config, problems)
+        else:
+            dispatch = True
+            if config is not None:
+                _dispatch_config(config, problems)
+    return Triggers(push, pull_request, dispatch)
+
+
+def _event_refusal(name: str, problems: Problems) -> str:
+    supported = "forge-ci supports push, pull_request and workflow_dispatch"
+    if name in GITHUB_EVENTS:
+        return f"the '{name}' event is not supported; {supported}"
+    return f"'{name}' is not a workflow event{problems.hint(name, EVENTS)} ({supported})"
+
+
+def _dispatch_config(config: Node, problems: Problems) -> None:
+    if is_null(config):
+        return
+    if not isinstance(config, Mapping):
+        problems.at(config, f"workflow_dispatch takes no value here, not {describe(config)}")
+        return
+    for key, _ in config.items:
+        if key.value == "inputs":
+            problems.at(key, "workflow_dispatch inputs are not supported yet")
+        else:
+            problems.at(key, f"'{key.value}' is not a workflow_dispatch key")
+
+
+def _event_filters(event: str, config: Node | None, problems: Problems) -> EventFilters:
+    if config is None or is_null(config):
+        return EventFilters(types=PULL_REQUEST_TYPES if event == "pull_request" else ())
+    if not isinstance(config, Mapping):
+        problems.at(config, f"{event} takes a mapping of filters, not {describe(config)}")
+        return EventFilters()
+    allowed = FILTER_KEYS + (("types",) if event == "pull_request" else ())
+    branches: Filter | None = None
+    paths: Filter | None = None
+    types: tuple[str, ...] = PULL_REQUEST_TYPES if event == "pull_request" else ()
+    for key, value in config.items:
+        name = key.value
+        if name in ("tags", "tags-ignore") and event == "push":
+            problems.at(key, f"{name}: tag pushes are not supported; only branch pushes start runs")
+        elif name not in allowed:
+            problems.at(key, f"'{name}' is not a {event} filter{problems.hint(name, allowed)}")
+        elif name == "types":
+            types = _types(value, problems)
+        else:
+            parsed = _filter(name, value, problems)
+            kind = name.removesuffix("-ignore")
+            previous = branches if kind == "branches" else paths
+            if previous is not None:
+                problems.at(
+                    key,
+                    f"{previous.key} and {name} cannot be used together in one event; "
+                    f"use {kind} with '!' patterns instead",
+                )
+            elif kind == "branches":
+                branches = parsed
+            else:
+                paths = parsed
+    return EventFilters(branches, paths, types)
+
+
+def _strings(node: Node, what: str, problems: Problems) -> list[Scalar]:
+    items = node.items if isinstance(node, Sequence) else [node]
+    strings: list[Scalar] = []
+    for item in items:
+        if isinstance(item, Scalar) and not is_null(item):
+            strings.append(item)
+        else:
+            problems.at(item, f"{what} must be strings, not {describe(item)}")
+    if not items:
+        problems.at(node, f"{what} must not be empty")
+    return strings
+
+
+def _types(node: Node, problems: Problems) -> tuple[str, ...]:
+    types: list[str] = []
+    for item in _strings(node, "pull_request types", problems):
+        if item.value in PULL_REQUEST_TYPES:
+            if item.value in types:
+                problems.at(item, f"the type '{item.value}' is listed twice")
+            types.append(item.value)
+        elif item.value in GITHUB_PULL_REQUEST_TYPES:
+            problems.at(
+                item,
+                f"pull_request type '{item.value}' is not supported; "
+                "forge-ci supports opened, reopened and synchronize",
+            )
+        else:
+            hint = problems.hint(item.value, PULL_REQUEST_TYPES)
+            problems.at(item, f"'{item.value}' is not a pull_request type{hint}")
+    return tuple(types) or PULL_REQUEST_TYPES
+
+
+def _filter(key: str, node: Node, problems: Problems) -> Filter:
+    items = _strings(node, key, problems)
+    if len(items) > MAX_PATTERNS:
+        problems.at(items[MAX_PATTERNS], f"{key} has more than {MAX_PATTERNS} patterns")
+    patterns: list[Pattern] = []
+    for item in items[:MAX_PATTERNS]:
+        if "${{" in item.value:
+            problems.at(item, f"expressions are not allowed in {key}")
+            continue
+        try:
+            pattern = compile_pattern(item.value)
+        except PatternError as exc:
+            problems.at(item, f"invalid pattern '{item.value}' in {key}: {exc}")
+            continue
+        if pattern.negated and key.endswith("-ignore"):
+            base = key.removesuffix("-ignore")
+            problems.at(item, f"'!' patterns belong in {base}, not {key} ('{item.value}')")
+            continue
+        patterns.append(pattern)
+    if patterns and not key.endswith("-ignore") and all(p.negated for p in patterns):
+        problems.at(
+            node,
+            f"{key} needs at least one pattern without '!'; '!' only excludes what an "
+            "earlier pattern included",
+        )
+    return Filter(key, tuple(patterns))
+
+
+# -- matching ----------------------------------------------------------------------------------
+
+
+def match_push(workflow: Any, ref: str, changed_paths: list[str] | None) -> Match:
+    """Whether a push of ``ref`` (``refs/heads/<branch>``) starts ``workflow``.
+
+    ``workflow`` is a parsed :class:`~forge_ci.workflow.Workflow` (anything with ``triggers``).
+    """
+    triggers: Triggers = workflow.triggers
+    if triggers.push is None:
+        return Match(False, "the workflow has no push trigger")
+    if ref.startswith("refs/tags/"):
+        return Match(False, f"tag pushes never start workflows ({ref})")
+    if not ref.startswith("refs/heads/") or ref == "refs/heads/":
+        return Match(False, f"'{ref}' is not a branch")
+    branch = ref.removeprefix("refs/heads/")
+    return _match_filters(triggers.push, "push", branch, changed_paths)
+
+
+def match_pull_request(
+    workflow: Any, action: str, base_ref: str, changed_paths: list[str] | None
+) -> Match:
+    """Whether a pull request event (``action`` such as "opened") starts ``workflow``.
+
+    Branch filters match ``base_ref``, the target branch (with or without ``refs/heads/``).
+    """
+    triggers: Triggers = workflow.triggers
+    if triggers.pull_request is None:
+        return Match(False, "the workflow has no pull_request trigger")
+    filters = triggers.pull_request
+    if action not in filters.types:
+        return Match(
+            False, f"pull_request action '{action}' is not in types {quote_list(filters.types)}"
+        )
+    if base_ref.startswith("refs/tags/"):
+        return Match(False, f"'{base_ref}' is a tag, not a target branch")
+    branch = base_ref.removeprefix("refs/heads/")
+    return _match_filters(filters, f"pull_request ({action})", branch, changed_paths)
+
+
+def _match_filters(
+    filters: EventFilters, event: str, branch: str, changed_paths: list[str] | None
+) -> Match:
+    reasons: list[str] = []
+    branch_filter = filters.branches
+    if branch_filter is None:
+        reasons.append(f"{event} on branch '{branch}' (no branch filter)")
+    elif branch_filter.ignore:
+        hit = last_match(branch_filter.patterns, branch)
+        if hit is not None:
+            return Match(
+                False, f"branch '{branch}' matches '{hit.text}' in {branch_filter.written()}"
+            )
+        reasons.append(f"branch '{branch}' is not in {branch_filter.written()}")
+    else:
+        hit = last_match(branch_filter.patterns, branch)
+        if hit is None:
+            return Match(False, f"branch '{branch}' is not in {branch_filter.written()}")
+        if hit.negated:
+            return Match(
+                False, f"branch '{branch}' is excluded by '{hit.text}' in {branch_filter.written()}"
+            )
+        reasons.append(f"branch '{branch}' matches '{hit.text}' in {branch_filter.written()}")
+    path_filter = filters.paths
+    if path_filter is not None:
+        outcome = _match_paths(path_filter, changed_paths)
+        if not outcome.matched:
+            return outcome
+        reasons.append(outcome.reason)
+    return Match(True, "; ".join(reasons))
+
+
+def _match_paths(path_filter: Filter, changed_paths: list[str] | None) -> Match:
+    written = path_filter.written()
+    if changed_paths is None:
+        return Match(True, f"changed paths are unknown, so {path_filter.key} cannot exclude it")
+    if path_filter.ignore:
+        for path in changed_paths:
+            if last_match(path_filter.patterns, path) is None:
+                return Match(True, f"'{path}' is not in {written}")
+        return Match(
+            False,
+            f"every changed path matches {written}"
+            if changed_paths
+            else f"no path changed, and {written} needs one outside it",
+        )
+    for path in changed_paths:
+        if included(path_filter.patterns, path):
+            hit = last_match(path_filter.patterns, path)
+            assert hit is not None
+            return Match(True, f"'{path}' matches '{hit.text}' in {written}")
+    if not changed_paths:
+        return Match(False, f"no path changed, and {written} needs one")
+    return Match(False, f"no changed path matches {written}")

@@ -1,0 +1,92 @@
+"""``forge-ci workflow validate`` and ``forge-ci workflow plan``: output and exit status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from wf_support import MINIMAL
+
+from forge_ci.cli import main
+from forge_ci.workflow import build_plan, parse_workflow, plan_digest
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    valid = tmp_path / "valid.yml"
+    valid.write_text(MINIMAL)
+    invalid = tmp_path / "invalid.yml"
+    invalid.write_text(MINIMAL.replace("runs-on", "runs_on"))
+    return {"valid": valid, "invalid": invalid, "missing": tmp_path / "missing.yml"}
+
+
+def test_validate_valid_file(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workflow", "validate", str(files["valid"])]) == 0
+    digest = plan_digest(build_plan(parse_workflow(MINIMAL)))
+    assert capsys.readouterr().out == f"{files['valid']}: valid (plan {digest})\n"
+
+
+def test_validate_invalid_file(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workflow", "validate", str(files["valid"]), str(files["invalid"])]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == [
+        f"{files['invalid']}:4:5: 'runs_on' is not a job key; did you mean \"runs-on\"?",
+        f"{files['invalid']}:4:5: job 'build' needs runs-on",
+    ]
+
+
+def test_validate_unreadable_file(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["workflow", "validate", str(files["valid"]), str(files["missing"])]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"forge-ci: cannot read {files['missing']}: No such file or directory\n"
+    assert "valid (plan" in captured.out
+
+
+def test_validate_json(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workflow", "validate", "--json", str(files["valid"]), str(files["invalid"])]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result == [
+        {
+            "path": str(files["valid"]),
+            "valid": True,
+            "errors": [],
+            "plan_digest": plan_digest(build_plan(parse_workflow(MINIMAL))),
+        },
+        {
+            "path": str(files["invalid"]),
+            "valid": False,
+            "errors": [
+                {
+                    "line": 4,
+                    "column": 5,
+                    "message": "'runs_on' is not a job key; did you mean \"runs-on\"?",
+                },
+                {"line": 4, "column": 5, "message": "job 'build' needs runs-on"},
+            ],
+            "plan_digest": None,
+        },
+    ]
+
+
+def test_validate_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workflow", "validate"]) == 2
+    assert "Missing argument" in capsys.readouterr().err
+
+
+def test_plan(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workflow", "plan", str(files["valid"])]) == 0
+    assert json.loads(capsys.readouterr().out) == build_plan(parse_workflow(MINIMAL))
+
+
+def test_plan_of_invalid_and_missing_files(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["workflow", "plan", str(files["invalid"])]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{files['invalid']}:4:5: 'runs_on' is not a job key" in captured.err
+    assert main(["workflow", "plan", str(files["missing"])]) == 2
+    assert "cannot read" in capsys.readouterr().err

@@ -1,0 +1,420 @@
+"""The parser against workflow files nobody on this project wrote (``shared/corpus``).
+
+* Real-world files (actionlint's 1,503 and GitHub's starter workflows), actionlint's valid test
+  files and SchemaStore's samples: each is accepted, or refused with located diagnostics; none
+  crashes. Timing is measured by ``bench/workflow_parse.py``, not asserted here.
+* Files the corpus profiles mark as inside the subset are accepted, except those listed below
+  with the documented forge-ci difference that refuses them (checked by message).
+* GitHub's own reader cases agree on accepted/refused and on the line of the first error, except
+  for cases listed below by id, each with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wf_support import corpus_root
+
+from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+
+# -- documented differences, as the phrase of the refusal they cause ---------------------------
+
+LINUX_ONLY = "forge-ci runs Linux jobs only"
+CHECKOUT_INPUTS = "takes no inputs"
+GITHUB_FIELDS = "is not available; forge-ci provides github.repository"
+PR_TYPES = "is not supported; forge-ci supports opened, reopened and synchronize"
+TAGS = "tag pushes are not supported"
+SECRETS_WHOLE = "secrets can only be used as a whole env value"
+RESERVED_ENV = "reserved for the executor"
+SHELLS = "is not supported; use bash or sh"
+LITERAL_SHELL = "expressions are not allowed in shell"
+ENV_CONTEXT = "the env context is not supported by forge-ci"
+RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
+LITERAL_TIMEOUT = "timeout-minutes must be a whole number of minutes"
+DISPATCH_INPUTS = "workflow_dispatch inputs are not supported"
+EVENTS = "event is not supported; forge-ci supports push, pull_request and workflow_dispatch"
+ACTIONS = "is not supported; forge-ci runs only run steps and the built-in"
+REUSABLE = "reusable workflows (jobs.<id>.uses) are not supported"
+TAGS_YAML = "explicit YAML tags"
+PERMISSIONS = "is a GitHub permission forge-ci does not grant"
+PERMISSION_STRINGS = "is not supported; use permissions: {contents: read}"
+CONTAINERS = "job containers are not supported"
+SERVICES = "service containers are not supported"
+ENVIRONMENTS = "deployment environments are not supported"
+JOB_CONCURRENCY = "job-level concurrency is not supported"
+MATRIX_EXPRESSIONS = "expressions are not allowed in matrix values"
+
+#: Profile says "inside the subset"; forge-ci refuses them for the documented reason given.
+PROFILED_INSIDE_BUT_REFUSED = {
+    "actionlint-realworld/workflows/": {
+        "AFNetworking_AFNetworking_.github_workflows_ci.yml": LINUX_ONLY,
+        "HeroTransitions_Hero_.github_workflows_build.yml": LINUX_ONLY,
+        "HeroTransitions_Hero_.github_workflows_test.yml": LINUX_ONLY,
+        "ReactiveX_RxSwift_.github_workflows_podspecs.yml": LINUX_ONLY,
+        "alacritty_alacritty_.github_workflows_ci.yml": LINUX_ONLY,
+        "alacritty_alacritty_.github_workflows_release.yml": TAGS,
+        "android_architecture-components-samples_.github_workflows_copy-branch.yml": (
+            CHECKOUT_INPUTS
+        ),
+        "android_architecture-samples_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
+        "apache_skywalking_.github_workflows_dead-link-checker.yaml": GITHUB_FIELDS,
+        "apache_superset_.github_workflows_superset-websocket.yml": GITHUB_FIELDS,
+        "ariya_phantomjs_.github_workflows_amd64_windows_clang.yml": LINUX_ONLY,
+        "ariya_phantomjs_.github_workflows_amd64_windows_gcc.yml": LINUX_ONLY,
+        "ariya_phantomjs_.github_workflows_i686_windows_gcc.yml": LINUX_ONLY,
+        "beego_beego_.github_workflows_changelog.yml": PR_TYPES,
+        "commaai_openpilot_.github_workflows_tools_tests.yaml": SECRETS_WHOLE,
+        "danielgindi_Charts_.github_workflows_swift.yml": LINUX_ONLY,
+        "diem_diem_.github_workflows_post-land.yml": SECRETS_WHOLE,
+        "fastify_fastify_.github_workflows_website.yml": SECRETS_WHOLE,
+        "fish-shell_fish-shell_.github_workflows_main.yml": LINUX_ONLY,
+        "hashicorp_consul_.github_workflows_changelog-checker.yml": PR_TYPES,
+        "hashicorp_consul_.github_workflows_load-test.yml": PR_TYPES,
+        "hashicorp_vault_.github_workflows_stable-website.yaml": PR_TYPES,
+        "iina_iina_.github_workflows_ci.yml": LINUX_ONLY,
+        "iptv-org_iptv_.github_workflows_check.yml": PR_TYPES,
+        "jgm_pandoc_.github_workflows_commit-validation.yml": GITHUB_FIELDS,
+        "kriasoft_react-starter-kit_.github_workflows_pull_request.yml": GITHUB_FIELDS,
+        "mozilla_DeepSpeech_.github_workflows_docker.yml": CHECKOUT_INPUTS,
+        "netdata_netdata_.github_workflows_checks.yml": CHECKOUT_INPUTS,
+        "nickbutcher_plaid_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
+        "nlohmann_json_.github_workflows_macos.yml": LINUX_ONLY,
+        "obsproject_obs-studio_.github_workflows_clang-format.yml": CHECKOUT_INPUTS,
+        "psf_black_.github_workflows_changelog.yml": PR_TYPES,
+        "puppeteer_puppeteer_.github_workflows_publish-on-tag.yml": TAGS,
+        "python_cpython_.github_workflows_build_msi.yml": LINUX_ONLY,
+        "ryanoasis_nerd-fonts_.github_workflows_docker-release.yml": SECRETS_WHOLE,
+        "scikit-learn_scikit-learn_.github_workflows_check-changelog.yml": PR_TYPES,
+        "servo_servo_.github_workflows_docs.yml": CHECKOUT_INPUTS,
+        "servo_servo_.github_workflows_pull-request.yml": CHECKOUT_INPUTS,
+        "shadowsocks_ShadowsocksX-NG_.github_workflows_main.yml": LINUX_ONLY,
+        "sindresorhus_awesome_.github_workflows_main.yml": CHECKOUT_INPUTS,
+        "storybookjs_storybook_.github_workflows_trigger-circle-ci-workflow.yml": PR_TYPES,
+        "telegramdesktop_tdesktop_.github_workflows_docker.yml": CHECKOUT_INPUTS,
+        "vercel_next.js_.github_workflows_test_macos.yml": LINUX_ONLY,
+        "vlang_v_.github_workflows_ci_cross.yml": CHECKOUT_INPUTS,
+        "vlang_v_.github_workflows_gen_vc.yml": SECRETS_WHOLE,
+        "vlang_v_.github_workflows_module_docs.yml": SECRETS_WHOLE,
+        "wg_wrk_.github_workflows_build.yml": CHECKOUT_INPUTS,
+        "willmcgugan_rich_.github_workflows_readmechanged.yml": RESERVED_ENV,
+        "yeasy_docker_practice_.github_workflows_check-link.yml": CHECKOUT_INPUTS,
+    },
+    "starter-workflows/": {
+        "ci/cmake-single-platform.yml": GITHUB_FIELDS,
+        "ci/ios.yml": LINUX_ONLY,
+        "ci/jekyll-docker.yml": GITHUB_FIELDS,
+        "ci/objective-c-xcode.yml": LINUX_ONLY,
+        "ci/swift.yml": LINUX_ONLY,
+    },
+    "actionlint/testdata/ok/": {
+        "dynamic_shell_name.yaml": LITERAL_SHELL,
+        "issue-113.yaml": ENV_CONTEXT,
+        "issue-164.yaml": LINUX_ONLY,
+        "issue-280_runs_on.yaml": RUNNER_GROUPS,
+        "issue-355-shellcheck-sc2043.yaml": GITHUB_FIELDS,
+        "issue-384_narrow-logical-op.yaml": LITERAL_TIMEOUT,
+        "issue-409-shellcheck-default-shell.yaml": SHELLS,
+        "issue-45.yaml": GITHUB_FIELDS,
+        "issue-573_shellcheck_SC2153.yaml": GITHUB_FIELDS,
+        "matrix_in_array_at_runs_on.yaml": LINUX_ONLY,
+        "operator_outside_expr.yaml": GITHUB_FIELDS,
+        "pyflakes_python_shell.yaml": SHELLS,
+        "shell_name_case_insensitive.yaml": SHELLS,
+        "shellcheck_detect_shell_from_runner.yaml": LINUX_ONLY,
+        "shellcheck_job_default_shell.yaml": SHELLS,
+        "shellcheck_step_shell.yaml": SHELLS,
+        "shellcheck_workflow_default_shell.yaml": SHELLS,
+        "untrusted_inputs.yaml": GITHUB_FIELDS,
+        "workflow_dispatch_input_types.yaml": DISPATCH_INPUTS,
+    },
+}
+PROFILES = {
+    "actionlint-realworld/workflows/": "actionlint-realworld/profile.json",
+    "starter-workflows/": "starter-workflows/profile.json",
+    "actionlint/testdata/ok/": "actionlint/profile-ok.json",
+}
+
+# -- GitHub's reader cases (actions-languageservices) ---------------------------------------------
+
+#: GitHub accepts these; forge-ci refuses them on purpose (first refusal's phrase).
+READER_REFUSED_ON_PURPOSE = {
+    "background-steps.yml": "'background' is not a step key",  # experimental GitHub feature
+    "bad-character.yml": EVENTS,
+    "coercion-to-string.yml": TAGS_YAML,
+    "concurrency.yml": GITHUB_FIELDS,
+    "escape-html-values.yml": "is one expression: write it without ${{ }}",
+    "events-mapping-all.yml": EVENTS,
+    "events-mapping-repo-dispatch.yml": EVENTS,
+    "events-mapping.yml": EVENTS,
+    "float-folded-style.yml": ACTIONS,
+    "id-to-long.yml": ACTIONS,
+    "insert.yml": "no step in this job has the id",  # GitHub yields null at run time
+    "is-partial-rerun.yml": REUSABLE,
+    "job-basic.yml": LINUX_ONLY,
+    "job-cancel-timeout-minutes.yml": "cancel-timeout-minutes is not supported",
+    "job-concurrency.yml": JOB_CONCURRENCY,
+    "job-container.yml": CONTAINERS,
+    "job-continue-on-error.yml": "continue-on-error: true is not supported for jobs",
+    "job-defaults.yml": SHELLS,
+    "job-environment-deployment.yml": ENVIRONMENTS,
+    "job-environment.yml": ENVIRONMENTS,
+    "job-if.yml": "a job's if needs an expression",  # GitHub reads an empty if as success()
+    "job-permissions.yml": PERMISSIONS,
+    "job-runs-on.yml": "is not a valid runner label",
+    "job-services-args.yml": SERVICES,
+    "job-services.yml": SERVICES,
+    "job-snapshot-mapping.yml": "custom image snapshots are not supported",
+    "job-snapshot-simple.yml": "custom image snapshots are not supported",
+    "job-strategy.yml": MATRIX_EXPRESSIONS,
+    "job-timeout-minutes.yml": LITERAL_TIMEOUT,
+    "matrix-basic.yml": LINUX_ONLY,
+    "misc-jobs.yml": "job 'build' needs steps",
+    "misc-steps.yml": CHECKOUT_INPUTS,
+    "on-event-config-image-version-name-version.yml": "'image_version' is not a workflow event",
+    "on-event-config-image-version-names.yml": "'image_version' is not a workflow event",
+    "on-event-config-image-version-versions.yml": "'image_version' is not a workflow event",
+    "on-event-config-string-image-version.yml": "'image_version' is not a workflow event",
+    "on-workflow_call-mapping.yml": EVENTS,
+    "on-workflow_call-sequence.yml": EVENTS,
+    "on-workflow_call.yml": EVENTS,
+    "on-workflow_dispatch-inputs-null.yml": DISPATCH_INPUTS,
+    "on-workflow_dispatch-inputs.yml": DISPATCH_INPUTS,
+    "on-workflow_dispatch-unknown-keys-ignored.yml": "'unknown-key' is not a workflow_dispatch key",
+    "permissions.yml": PERMISSIONS,
+    "preserves-source-info-basic.yml": MATRIX_EXPRESSIONS,
+    "preserves-source-info-reusable-workflow.yml": REUSABLE,
+    "preserves-source-info-simple.yml": JOB_CONCURRENCY,
+    "reusable-workflow-inputs.yml": REUSABLE,
+    "reusable-workflow-job-basic.yml": REUSABLE,
+    "reusable-workflow-job-inputs-type-coercion.yml": REUSABLE,
+    "reusable-workflow-job-mvp.yml": REUSABLE,
+    "reusable-workflow-job-name.yml": REUSABLE,
+    "reusable-workflow-job-nested-basic.yml": REUSABLE,
+    "reusable-workflow-job-nested-multiple.yml": REUSABLE,
+    "reusable-workflow-job-nested-permissions.yml": PERMISSIONS,
+    "reusable-workflow-job-permissions-default-limited-read-allows-contents-packages.yml": REUSABLE,
+    "reusable-workflow-job-permissions-embedded-permissions-after-jobs.yml": PERMISSION_STRINGS,
+    "reusable-workflow-job-permissions-embedded-permissions.yml": PERMISSION_STRINGS,
+    "reusable-workflow-job-permissions-overrides-default-limited-read.yml": REUSABLE,
+    "reusable-workflow-job-permissions-overrides-default-limited-write.yml": REUSABLE,
+    "reusable-workflow-job-permissions-overrides-default-write.yml": REUSABLE,
+    "reusable-workflow-job-permissions-overrides-workflow-level.yml": PERMISSIONS,
+    "reusable-workflow-job-strategy.yml": REUSABLE,
+    "reusable-workflow-multiple.yml": REUSABLE,
+    "reusable-workflow-no-inputs.yml": REUSABLE,
+    "reusable-workflow-outputs.yml": REUSABLE,
+    "reusable-workflow-secrets-secret-without-definition.yml": REUSABLE,
+    "reusable-workflow-secrets.yml": REUSABLE,
+    "round-to-infinity.yml": LITERAL_TIMEOUT,
+    "skip-reusable-workflows.yml": REUSABLE,
+    "step-id-generates-counter-per-collision.yml": ACTIONS,
+    "step-id-generates-when-empty-and-considers-collisions.yml": ACTIONS,
+    "step-id-generates-when-empty.yml": ACTIONS,
+    "step-if.yml": GITHUB_FIELDS,
+    "step-name.yml": ACTIONS,
+    "step-run.yml": "the vars context is not supported by forge-ci",
+    "workflow-concurrency-expression.yml": GITHUB_FIELDS,
+    "workflow-concurrency-mapping.yml": GITHUB_FIELDS,
+    "workflow-defaults.yml": SHELLS,
+    "workflow-description.yml": "'description' is not a workflow key",
+    "workflow-env.yml": "is not a valid env name",  # POSIX names only
+    "yaml-schema-bool.yml": TAGS_YAML,
+    "yaml-schema-float.yml": "is not a finite number",  # .inf/.nan cannot be JSON plan values
+    "yaml-schema-int.yml": TAGS_YAML,
+    "yaml-schema-null.yml": TAGS_YAML,
+    "yaml-schema-str-block-styles.yml": TAGS_YAML,
+    "yaml-schema-str-flow-styles.yml": TAGS_YAML,
+    "yaml-schema-string.yml": ACTIONS,
+    "yaml-schema-timestamp.yml": ACTIONS,
+}
+
+#: Both refuse, but forge-ci's first error is an earlier feature outside its subset.
+READER_REFUSED_EARLIER = {
+    "errors-on-workflow_call-input-type-missing.yml": EVENTS,
+    "errors-on-workflow_call-input-unexpected-property.yml": EVENTS,
+    "errors-on-workflow_call-output.yml": EVENTS,
+    "errors-required-property-missing.yml": EVENTS,
+    "errors-reusable-workflow-job-inputs-type-mismatch.yml": REUSABLE,
+    "errors-reusable-workflow-job-inputs-undefined.yml": REUSABLE,
+    "errors-reusable-workflow-job-nested-permissions-not-allowed-job-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-job-nested-permissions-not-allowed-job-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-job-nested-permissions-not-allowed-workflow-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-job-nested-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-job-secrets-undefined.yml": REUSABLE,
+    "errors-reusable-workflow-job-secrets.yml": REUSABLE,
+    "errors-reusable-workflow-max-result-size.yml": REUSABLE,
+    "errors-reusable-workflow-permissions-not-allowed-job-level-from-caller-default.yml": REUSABLE,
+    "errors-reusable-workflow-permissions-not-allowed-job-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-job-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-request-actions-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-checks-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-contents-write.yml": REUSABLE,
+    "errors-reusable-workflow-permissions-not-allowed-request-deployments-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-discussions-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-id-token-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-issues-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-packages-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-pages-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-pull-requests-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-read-all-allowed-none.yml": REUSABLE,
+    "errors-reusable-workflow-permissions-not-allowed-request-repository-projects-write.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-request-security-events-write.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-request-statuses-write.yml": PERMISSIONS,
+    "errors-reusable-workflow-permissions-not-allowed-request-write-all-allowed-none.yml": REUSABLE,
+    "errors-reusable-workflow-permissions-not-allowed-request-write-all-allowed-read-all.yml": PERMISSION_STRINGS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-default.yml": REUSABLE,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-step-uses-syntax.yml": ACTIONS,
+    "job-container-invalid-credentials.yml": CONTAINERS,
+    "job-container-invalid.yml": CONTAINERS,
+    "job-container-missing-image.yml": CONTAINERS,
+}
+
+#: Refused upstream only because its harness sets a tiny limit of its own; within forge-ci's
+#: limits (64 KiB file, 1 MiB plan) they are valid, and that is what is checked.
+READER_HARNESS_LIMITS = {
+    "errors-max-file-size.yml": "harness option max-file-size=124; forge-ci's limit is 64 KiB",
+    "errors-max-result-size.yml": "harness option max-result-size=1141; forge-ci's is a 1 MiB plan",
+}
+
+
+def _reader_cases() -> list[dict[str, Any]]:
+    root = corpus_root()
+    if root is None:
+        return []
+    path = root / "actions-languageservices" / "derived" / "workflow-reader-cases.json"
+    cases: list[dict[str, Any]] = json.loads(path.read_text())
+    return cases
+
+
+READER_CASES = _reader_cases()
+
+
+def outcome(data: str | bytes, path: str) -> WorkflowInvalid | None:
+    """``None`` when accepted (and the plan digests); the error when refused."""
+    try:
+        workflow = parse_workflow(data, path)
+    except WorkflowInvalid as exc:
+        return exc
+    plan_digest(build_plan(workflow))
+    return None
+
+
+def check_located(error: WorkflowInvalid, data: str | bytes) -> None:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    last_line = text.count("\n") + 2
+    assert error.diagnostics
+    for diagnostic in error.diagnostics:
+        assert 1 <= diagnostic.line <= last_line, diagnostic
+        assert diagnostic.column >= 1 and diagnostic.message, diagnostic
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "actionlint-realworld/workflows",
+        "starter-workflows",
+        "actionlint/testdata",
+        "schemastore-github-workflow/src",
+        "actions-languageservices/derived/reader-workflows",
+    ],
+)
+def test_every_file_is_accepted_or_refused_with_located_errors(
+    corpus_dir: Path, folder: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = sorted(p for p in (corpus_dir / folder).rglob("*") if p.suffix in (".yml", ".yaml"))
+    assert files, f"no workflow files under {folder}"
+    accepted = 0
+    for path in files:
+        data = path.read_bytes()
+        error = outcome(data, str(path))
+        if error is None:
+            accepted += 1
+        else:
+            check_located(error, data)
+    with capsys.disabled():
+        print(
+            f"\n{folder}: {len(files)} files, {accepted} accepted, {len(files) - accepted} refused"
+        )
+
+
+@pytest.mark.parametrize("prefix", sorted(PROFILES))
+def test_files_inside_the_subset_are_accepted(corpus_dir: Path, prefix: str) -> None:
+    refused_on_purpose = PROFILED_INSIDE_BUT_REFUSED[prefix]
+    profile = json.loads((corpus_dir / PROFILES[prefix]).read_text())
+    inside = [
+        entry["file"].removeprefix(prefix) for entry in profile if not entry["outside_subset"]
+    ]
+    assert set(refused_on_purpose) <= set(inside), "stale entries in PROFILED_INSIDE_BUT_REFUSED"
+    problems = []
+    for name in inside:
+        data = (corpus_dir / prefix / name).read_bytes()
+        error = outcome(data, name)
+        expected = refused_on_purpose.get(name)
+        if expected is None and error is not None:
+            problems.append(f"{name}: refused: {error}")
+        elif expected is not None and (
+            error is None or expected not in error.diagnostics[0].message
+        ):
+            problems.append(f"{name}: expected a refusal containing {expected!r}, got {error}")
+    assert not problems, "\n".join(problems)
+
+
+def test_schemastore_negative_samples_are_refused(corpus_dir: Path) -> None:
+    folder = corpus_dir / "schemastore-github-workflow" / "src" / "negative_test"
+    files = sorted(folder.rglob("*.y*ml"))
+    assert len(files) == 20
+    for path in files:
+        data = path.read_bytes()
+        error = outcome(data, path.name)
+        assert error is not None, f"{path.name} was accepted"
+        check_located(error, data)
+
+
+def test_reader_case_lists_are_current(
+    corpus_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = {case["file"] for case in READER_CASES}
+    listed = (
+        set(READER_REFUSED_ON_PURPOSE) | set(READER_REFUSED_EARLIER) | set(READER_HARNESS_LIMITS)
+    )
+    assert listed <= ids, f"unknown ids: {sorted(listed - ids)}"
+    assert not (set(READER_REFUSED_ON_PURPOSE) & set(READER_REFUSED_EARLIER))
+    compared = len(ids) - len(listed)
+    with capsys.disabled():
+        print(
+            f"\nreader cases: {len(ids)}; compared fully {compared}; refused on purpose "
+            f"{len(READER_REFUSED_ON_PURPOSE)}; refused at an earlier line "
+            f"{len(READER_REFUSED_EARLIER)}; valid within forge-ci's limits "
+            f"{len(READER_HARNESS_LIMITS)}"
+        )
+
+
+@pytest.mark.parametrize(
+    "case", READER_CASES or [None], ids=[c["file"] for c in READER_CASES] or ["corpus-missing"]
+)
+def test_reader_case(corpus_dir: Path, case: dict[str, Any] | None) -> None:
+    assert case is not None
+    name = case["file"]
+    error = outcome(case["workflow"], case["workflow_path"])
+    if name in READER_HARNESS_LIMITS:
+        assert error is None, f"{name} ({READER_HARNESS_LIMITS[name]}): {error}"
+        return
+    if error is not None:
+        check_located(error, case["workflow"])
+    phrase = READER_REFUSED_ON_PURPOSE.get(name) or READER_REFUSED_EARLIER.get(name)
+    if phrase is not None:
+        assert error is not None, f"{name}: accepted, but listed as refused"
+        assert phrase in error.diagnostics[0].message, str(error)
+        return
+    if case["expect"] == "ok":
+        assert error is None, f"GitHub accepts {name}; forge-ci refused it: {error}"
+        return
+    assert error is not None, f"GitHub refuses {name}; forge-ci accepted it"
+    lines = [err["line"] for err in case["errors"] if "line" in err]
+    if lines:
+        assert error.diagnostics[0].line == lines[0], str(error)

@@ -1,0 +1,223 @@
+"""Steps: run and checkout, their keys, ids, shells, working directories and timeouts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from wf_support import messages
+
+from forge_ci.workflow import Diagnostic
+from forge_ci.workflow.defaults import working_directory_problem
+
+Refuse = Callable[[str | bytes], list[Diagnostic]]
+PlanOf = Callable[[str], dict[str, Any]]
+
+HEAD = "on: push\njobs:\n  build:\n    runs-on: self-hosted\n    steps:\n"
+
+
+def steps(*items: str) -> str:
+    body = ""
+    for item in items:
+        lines = item.strip("\n").splitlines()
+        body += (
+            "      - " + lines[0] + "\n" + "".join("        " + line + "\n" for line in lines[1:])
+        )
+    return HEAD + body
+
+
+def plan_steps(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = plan["jobs"][0]["steps"]
+    return result
+
+
+def test_run_step_plan(plan_of: PlanOf) -> None:
+    (step,) = plan_steps(plan_of(steps("run: |\n  make\n  make test\nname: Build")))
+    assert step == {
+        "id": "step_1",
+        "generated_id": True,
+        "name": "Build",
+        "uses": None,
+        "run": "make\nmake test\n",
+        "shell": None,
+        "working_directory": None,
+        "env": {},
+        "if": "success()",
+        "continue_on_error": False,
+        "timeout_minutes": None,
+    }
+
+
+def test_default_step_names(plan_of: PlanOf) -> None:
+    planned = plan_steps(
+        plan_of(steps("uses: forge-ci/checkout@v1", "run: |\n\n  first\n  second"))
+    )
+    assert [s["name"] for s in planned] == ["Checkout", "Run first"]
+
+
+@pytest.mark.parametrize(
+    "uses", ["forge-ci/checkout@v1", "actions/checkout@v4", "actions/checkout@main"]
+)
+def test_builtin_checkout(plan_of: PlanOf, uses: str) -> None:
+    (step,) = plan_steps(plan_of(steps(f"uses: {uses}\nid: src\nname: Get\ntimeout-minutes: 5")))
+    assert step["uses"] == "forge-ci/checkout@v1"
+    assert (step["id"], step["name"], step["timeout_minutes"], step["run"]) == (
+        "src",
+        "Get",
+        5,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("step", "reason"),
+    [
+        ("uses: actions/checkout@v4\nwith:\n  fetch-depth: 0", "with.fetch-depth is not supported"),
+        ("uses: actions/checkout@v4\nwith: {}", "takes no inputs; remove 'with'"),
+        (
+            "uses: forge-ci/checkout@v1\nenv:\n  A: b",
+            "the built-in checkout step cannot have 'env'",
+        ),
+        ("uses: forge-ci/checkout@v1\nshell: bash", "cannot have 'shell'"),
+        ("uses: forge-ci/checkout@v1\nworking-directory: a", "cannot have 'working-directory'"),
+        ("uses: forge-ci/checkout@v1\nif: always()", "cannot have 'if'"),
+        ("uses: forge-ci/checkout@v2", "'forge-ci/checkout@v2' is not a checkout version"),
+        ("uses: actions/checkout", "needs a ref, like actions/checkout@v4"),
+        ("uses: actions/setup-node@v4", "uses: actions/setup-node@v4 is not supported"),
+        ("uses: docker://alpine:3", "uses: docker://alpine:3 is not supported"),
+        ("uses: ./local-action", "uses: ./local-action is not supported"),
+        ("uses: ${{ matrix.action }}", "expressions are not allowed in uses"),
+        ("run: echo a\nuses: forge-ci/checkout@v1", "either run or uses, not both"),
+        ("name: nothing", "a step needs run"),
+        ("run: echo a\nwith:\n  x: 1", "'with' is for actions"),
+        ("run: echo a\nworking_directory: a", 'did you mean "working-directory"?'),
+        ("run: echo a\nshell: pwsh", "shell 'pwsh' is not supported; use bash or sh"),
+        ("run: echo a\nshell: bash -e {0}", "shell 'bash -e {0}' is not supported"),
+        ("run: ''", "run must not be empty"),
+        ("run:", "run must be a string"),
+        ("run: echo a\ntimeout-minutes: 0", "from 1 through 360"),
+        ("run: echo a\ntimeout-minutes: 361", "from 1 through 360"),
+        ("run: echo a\ntimeout-minutes: '5'", "from 1 through 360"),
+        ("run: echo a\ntimeout-minutes: 1.5", "from 1 through 360"),
+        ("run: echo a\ncontinue-on-error: yes", "continue-on-error must be true or false"),
+        ("run: echo a\ncontinue-on-error: x${{ true }}", "true, false or one ${{ }} expression"),
+    ],
+)
+def test_refused_steps(refuse: Refuse, step: str, reason: str) -> None:
+    assert reason in messages(refuse(steps(step)))
+
+
+def test_one_checkout_per_job(refuse: Refuse) -> None:
+    diagnostics = refuse(steps("uses: forge-ci/checkout@v1", "uses: actions/checkout@v3"))
+    assert diagnostics == [
+        Diagnostic(7, 15, "a job has at most one checkout step (the first is at line 6)")
+    ]
+
+
+def test_steps_must_be_a_non_empty_list(refuse: Refuse) -> None:
+    assert "steps must list at least one step" in messages(
+        refuse(HEAD.replace("steps:\n", "steps: []\n"))
+    )
+    assert "steps must be a list" in messages(refuse(HEAD + "      run: echo\n"))
+    assert "a step must be a mapping" in messages(refuse(HEAD + "      - echo hi\n"))
+
+
+def test_at_most_64_steps(plan_of: PlanOf, refuse: Refuse) -> None:
+    assert len(plan_steps(plan_of(steps(*["run: echo"] * 64)))) == 64
+    diagnostics = refuse(steps(*["run: echo"] * 65))
+    assert diagnostics == [Diagnostic(70, 9, "a job has at most 64 steps")]
+
+
+def test_shell_and_working_directory_precedence(plan_of: PlanOf) -> None:
+    text = (
+        "on: push\ndefaults:\n  run:\n    shell: sh\n    working-directory: w\n"
+        "jobs:\n  build:\n    runs-on: self-hosted\n    defaults:\n      run:\n"
+        "        working-directory: j\n    steps:\n      - run: a\n"
+        "      - run: b\n        shell: bash\n        working-directory: s\n"
+    )
+    first, second = plan_steps(plan_of(text))
+    assert (first["shell"], first["working_directory"]) == ("sh", "j")
+    assert (second["shell"], second["working_directory"]) == ("bash", "s")
+
+
+def test_omitted_shell_stays_unspecified(plan_of: PlanOf) -> None:
+    (step,) = plan_steps(plan_of(steps("run: a")))
+    assert step["shell"] is None
+
+
+@pytest.mark.parametrize("path", ["a", "a/b", "./a", "a.b/c-d", "with space"])
+def test_valid_working_directories(path: str) -> None:
+    assert working_directory_problem(path) is None
+
+
+@pytest.mark.parametrize(
+    "path", ["", "/abs", "~/x", "C:/x", "c:", "a/../b", "..", "a\\b", "a//b", "a/", "a\x01b"]
+)
+def test_refused_working_directories(path: str) -> None:
+    assert working_directory_problem(path) is not None
+
+
+def test_working_directory_is_literal(refuse: Refuse) -> None:
+    diagnostics = refuse(steps("run: a\nworking-directory: ${{ matrix.dir }}"))
+    assert "expressions are not allowed in working-directory" in messages(diagnostics)
+
+
+def test_defaults_keys_are_checked(refuse: Refuse) -> None:
+    text = steps("run: a").replace("jobs:", "defaults:\n  shell: bash\n  run:\n    shel: sh\njobs:")
+    assert "'shell' is not a defaults key" in messages(refuse(text))
+    assert 'did you mean "shell"?' in messages(refuse(text))
+
+
+def test_step_ids(refuse: Refuse, plan_of: PlanOf) -> None:
+    planned = plan_steps(plan_of(steps("run: a\nid: _x", "run: b\nid: a-b_2", "run: c")))
+    assert [(s["id"], s["generated_id"]) for s in planned] == [
+        ("_x", False),
+        ("a-b_2", False),
+        ("step_3", True),
+    ]
+    for bad, reason in [
+        ("1a", "the id '1a' is invalid"),
+        ("a.b", "the id 'a.b' is invalid"),
+        ("__x", "ids starting with '__' are reserved"),
+        ("a" * 100, "stay under 100 characters"),
+    ]:
+        assert reason in messages(refuse(steps(f"run: a\nid: {bad}")))
+
+
+def test_duplicate_step_ids_are_refused_without_regard_to_case(refuse: Refuse) -> None:
+    diagnostics = refuse(steps("run: a\nid: build", "run: b\nid: Build"))
+    assert diagnostics == [
+        Diagnostic(
+            9,
+            13,
+            "the step id 'Build' is already used in this job (line 7); ids are compared without "
+            "regard to case",
+        )
+    ]
+
+
+def test_generated_ids_never_collide_with_written_ones(plan_of: PlanOf) -> None:
+    planned = plan_steps(
+        plan_of(steps("run: a\nid: step_2", "run: b", "run: c\nid: STEP_3_2", "run: d"))
+    )
+    ids = [s["id"] for s in planned]
+    assert ids == ["step_2", "step_2_2", "STEP_3_2", "step_4"]
+    assert len({i.lower() for i in ids}) == 4
+
+
+def test_continue_on_error(plan_of: PlanOf) -> None:
+    planned = plan_steps(
+        plan_of(
+            steps(
+                "run: a\ncontinue-on-error: true",
+                "run: b\nid: b",
+                "run: c\ncontinue-on-error: ${{ steps.b.outcome == 'failure' }}",
+            )
+        )
+    )
+    assert [s["continue_on_error"] for s in planned] == [
+        True,
+        False,
+        {"expr": "steps.b.outcome == 'failure'"},
+    ]
