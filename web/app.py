@@ -9,7 +9,8 @@ process, refuses a database whose schema is not current, and wires the pieces to
       ├─ auth       the browser session cookie -> the current Actor; /-/login, /-/logout
       ├─ csrf       a token in every form; unsafe methods without it are refused
       ├─ errors     ForgeCIError -> its http_status with a friendly page (or JSON)
-      └─ views      home, repository pages, administration
+      ├─ views      home, repository pages, administration
+      └─ runner_api /-/runner-api/v1: bearer credentials only, no cookies, no CSRF
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
 from forge_ci.settings import Settings
 from web import auth, csrf, errors, routing, storage
+from web.runner_api import register_runner_api
 from web.views import admin, health, repositories
 
 SESSION_LIFETIME = timedelta(days=14)
@@ -98,6 +100,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
     app.register_blueprint(admin.blueprint)
     app.register_blueprint(health.blueprint)
     app.register_blueprint(repositories.blueprint)
+    register_runner_api(app)
     app.after_request(_security_headers)
     return app
 

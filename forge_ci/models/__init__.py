@@ -1,22 +1,32 @@
 """SQLAlchemy models on the core's ``Base``. Import this package to register every table."""
 
 from forge_ci.models.accounts import SshKey, User
+from forge_ci.models.attempts import Attempt, AttemptSecret, AttemptStep
 from forge_ci.models.base import Base, utcnow
+from forge_ci.models.logs import LogCarry, LogRecord
+from forge_ci.models.providers import Provider, ProviderGrant
 from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 
 __all__ = [
+    "Attempt",
+    "AttemptSecret",
+    "AttemptStep",
     "Base",
     "Job",
     "JobDependency",
     "JobOutput",
+    "LogCarry",
+    "LogRecord",
     "Membership",
     "PushEvent",
     "PushEventResult",
     "PushEventState",
     "PushEventWorkflow",
+    "Provider",
+    "ProviderGrant",
     "Repository",
     "Run",
     "RunSequence",

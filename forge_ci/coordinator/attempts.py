@@ -1,0 +1,309 @@
+"""Attempt use cases: authenticate, start, heartbeat, complete, cancel, and ending an attempt.
+
+Every runner request runs in one serialized write transaction (``begin_write``; the attempt row
+``FOR UPDATE`` on PostgreSQL) and first *reconciles*: the job's cancellation request is copied
+in and the attempt's clocks are checked, so a request never acts on an attempt that already
+ran out of lease or time (see :mod:`forge_ci.coordinator.leases`).
+
+Ending an attempt (:func:`terminate`) is one transaction: steps are finalized, withheld log
+tails are masked and stored, issued secret values are forgotten, and the runs scheduler records
+the job's result so dependents advance (:func:`forge_ci.runs.scheduling.complete_job`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from forge_ci import states
+from forge_ci.authz import Actor, Role, role_in
+from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.errors import (
+    AttemptEnded,
+    BadCredential,
+    CompletionConflict,
+    ExecutionMismatch,
+    LogSequenceMismatch,
+)
+from forge_ci.coordinator.leases import (
+    LEASE,
+    due_verdict,
+    observe_cancel,
+    refresh_next_check,
+    renewed_lease,
+    to_ms,
+)
+from forge_ci.coordinator.records import flush_carries, notice
+from forge_ci.coordinator.steps import finalize_steps, success_refusal
+from forge_ci.models import Attempt, AttemptSecret, Job, Repository, Run
+from forge_ci.protocol import (
+    AttemptStatus,
+    CompleteRequest,
+    HeartbeatRequest,
+    StartRequest,
+)
+from forge_ci.runs.scheduling import complete_job, request_job_cancel
+
+
+def status_of(attempt: Attempt, now: datetime) -> AttemptStatus:
+    """The attempt as every runner endpoint reports it."""
+    completed = attempt.state == states.COMPLETED
+    return AttemptStatus(
+        attempt_id=attempt.id,
+        state=attempt.state,
+        execution_id=attempt.execution_id or "",
+        acknowledged_log_sequence=attempt.acknowledged_sequence,
+        lease_deadline_ms=0 if completed else to_ms(attempt.lease_expires_at),
+        job_deadline_ms=to_ms(attempt.job_deadline_at),
+        server_time_ms=to_ms(now),
+        cancel_requested=attempt.cancel_requested_at is not None,
+        cancel_reason=attempt.cancel_reason or "",
+        conclusion=attempt.conclusion or "",
+    )
+
+
+def lock_attempt(session: Session, attempt_id: int) -> Attempt:
+    attempt = session.scalar(
+        select(Attempt)
+        .where(Attempt.id == attempt_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if attempt is None:
+        raise BadCredential(f"the credential is not valid for attempt {attempt_id}")
+    return attempt
+
+
+def authenticate_attempt(session: Session, token: str | None, attempt_id: int) -> Attempt:
+    """The attempt, locked, if ``token`` is its credential; old or foreign credentials fail.
+
+    Unknown attempts and credentials of other attempts get the same answer, so a runner learns
+    nothing about attempts that are not its own.
+    """
+    refusal = BadCredential(f"the credential is not valid for attempt {attempt_id}")
+    if token is None:
+        raise BadCredential("an attempt credential is required (Authorization: Bearer ...)")
+    owner = session.scalar(select(Attempt.id).where(Attempt.token_hash == token_hash(token)))
+    if owner != attempt_id:
+        raise refusal
+    attempt = lock_attempt(session, attempt_id)
+    if not hashes_match(attempt.token_hash, token):
+        raise refusal
+    return attempt
+
+
+def _job(session: Session, attempt: Attempt) -> Job:
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    return job
+
+
+def reconcile(session: Session, attempt: Attempt, now: datetime) -> None:
+    """Apply what happened meanwhile: a cancellation request, a lease or deadline run out."""
+    if attempt.state == states.COMPLETED:
+        return
+    observe_cancel(attempt, _job(session, attempt))
+    verdict = due_verdict(attempt, now)
+    if verdict is not None:
+        terminate(session, attempt, verdict.conclusion, verdict.reason, now, by_server=True)
+
+
+def terminate(
+    session: Session,
+    attempt: Attempt,
+    conclusion: str,
+    reason: str | None,
+    now: datetime,
+    *,
+    by_server: bool = False,
+    reported: str | None = None,
+    outputs: Mapping[str, str] | None = None,
+    completion_digest: str | None = None,
+) -> None:
+    """End the attempt with ``conclusion`` and complete its job in the same transaction."""
+    states.require_transition("attempt", attempt.state, states.COMPLETED, conclusion)
+    job = _job(session, attempt)
+    if job.state != states.COMPLETED:
+        complete_job(session, job, conclusion, dict(outputs or {}), reason=reason, now=now)
+        # A cancellation that reached the job after we looked wins, as it would have a moment
+        # later: the attempt says so too and keeps the runner's outcome separately.
+        if job.conclusion == states.CANCELLED and conclusion != states.CANCELLED:
+            reported = reported or conclusion
+            conclusion = states.CANCELLED
+    finalize_steps(attempt, conclusion, now)
+    flush_carries(session, attempt)
+    if reason is not None and (by_server or reported is not None):
+        notice(session, attempt, f"forge-ci: {reason}")
+    session.execute(delete(AttemptSecret).where(AttemptSecret.attempt_id == attempt.id))
+    attempt.state = states.COMPLETED
+    attempt.conclusion = conclusion
+    attempt.reported_conclusion = reported
+    attempt.status_reason = reason
+    attempt.completion_digest = completion_digest
+    attempt.completed_at = now
+    refresh_next_check(attempt)
+
+
+def cancel_attempt(
+    session: Session,
+    attempt: Attempt,
+    reason: str,
+    now: datetime,
+    *,
+    provider_change: bool = False,
+) -> None:
+    """Cancel the attempt's job by durable request; a leased attempt ends at once.
+
+    The request is recorded on the job (the runs scheduler owns it), so a run cancellation and
+    a provider change look the same to the runner: ``cancel_requested`` and 15 s to stop.
+    """
+    if attempt.state == states.COMPLETED:
+        return
+    request_job_cancel(session, _job(session, attempt), reason, now)
+    if provider_change:
+        attempt.cancelled_by_provider_change = True
+    reconcile(session, attempt, now)
+
+
+def requester_refusal(session: Session, run: Run) -> str | None:
+    """Why the person who started ``run`` may no longer make the server run its code, if so."""
+    if run.requested_by_id is None:
+        return None  # the operator CLI
+    repository = session.get(Repository, run.repository_id)
+    if repository is None:
+        return "the repository no longer exists"
+    actor = Actor(user_id=run.requested_by_id, name=run.requested_by_name)
+    role = role_in(session, actor, repository)
+    if role is None or role < Role.ADMIN:
+        return (
+            f"{run.requested_by_name}, who started the run, may no longer run workflows in "
+            f"{repository.full_name}"
+        )
+    return None
+
+
+def _require_live(attempt: Attempt) -> None:
+    if attempt.state == states.COMPLETED:
+        raise AttemptEnded(
+            f"attempt {attempt.id} has ended ({attempt.conclusion}"
+            + (f": {attempt.status_reason}" if attempt.status_reason else "")
+            + ")"
+        )
+
+
+def require_execution(attempt: Attempt, execution_id: str) -> None:
+    """The attempt must be running and bound to this runner instance."""
+    _require_live(attempt)
+    if attempt.state != "running":
+        raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
+    if execution_id != attempt.execution_id:
+        raise ExecutionMismatch(f"attempt {attempt.id} is bound to another runner instance")
+
+
+def start(session: Session, attempt: Attempt, request: StartRequest, now: datetime) -> None:
+    """Bind the runner instance and fix the job deadline; repeats by the same instance are fine."""
+    reconcile(session, attempt, now)
+    _require_live(attempt)
+    if attempt.state == "running":
+        if attempt.execution_id != request.execution_id:
+            raise ExecutionMismatch(f"attempt {attempt.id} was started by another runner instance")
+        return
+    states.require_transition("attempt", attempt.state, "running")
+    attempt.state = "running"
+    attempt.execution_id = request.execution_id
+    attempt.started_at = now
+    attempt.job_deadline_at = now + timedelta(minutes=attempt.timeout_minutes)
+    attempt.lease_expires_at = min(now + LEASE, attempt.job_deadline_at)
+    refresh_next_check(attempt)
+
+
+def heartbeat(session: Session, attempt: Attempt, request: HeartbeatRequest, now: datetime) -> None:
+    """Renew a running attempt's lease (up to the job deadline); recheck authorization.
+
+    Before start the heartbeat only reports status: leased work never holds a lease longer
+    than the start window.
+    """
+    reconcile(session, attempt, now)
+    _require_live(attempt)
+    if attempt.state == "leased":
+        if request.execution_id:
+            raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
+        return
+    require_execution(attempt, request.execution_id)
+    attempt.lease_expires_at = renewed_lease(attempt, now)
+    refresh_next_check(attempt)
+    if attempt.cancel_requested_at is None:
+        job = _job(session, attempt)
+        refusal = requester_refusal(session, job.run)
+        if refusal is not None:
+            cancel_attempt(session, attempt, refusal, now)
+
+
+def completion_digest(request: CompleteRequest) -> str:
+    canonical = json.dumps(
+        [request.execution_id, request.conclusion, request.last_log_sequence, request.outputs],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def complete(
+    session: Session,
+    attempt: Attempt,
+    request: CompleteRequest,
+    now: datetime,
+    *,
+    masked_outputs: Mapping[str, str],
+) -> None:
+    """Record the runner's result; an identical replay is acknowledged, anything else refused.
+
+    A completion after cancellation is recorded ``cancelled`` (the reported outcome is kept);
+    a reported success with a step that did not succeed is recorded ``failure``.
+    """
+    digest = completion_digest(request)
+    if attempt.state == states.COMPLETED:
+        if attempt.completion_digest == digest:
+            return
+        if attempt.completion_digest is not None:
+            raise CompletionConflict(
+                f"attempt {attempt.id} already completed ({attempt.conclusion}) with another result"
+            )
+        _require_live(attempt)
+    reconcile(session, attempt, now)
+    _require_live(attempt)
+    if attempt.state == "leased":
+        if request.execution_id:
+            raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
+    else:
+        require_execution(attempt, request.execution_id)
+    if request.last_log_sequence != attempt.acknowledged_sequence:
+        raise LogSequenceMismatch(
+            f"completion cites log sequence {request.last_log_sequence}, but the last "
+            f"acknowledged one is {attempt.acknowledged_sequence}"
+        )
+    reported = request.conclusion
+    reason: str | None = None
+    if attempt.cancel_requested_at is not None:
+        conclusion = states.CANCELLED
+        reason = f"cancelled: {attempt.cancel_reason}"
+    elif reported == states.SUCCESS and (refusal := success_refusal(attempt)) is not None:
+        conclusion = states.FAILURE
+        reason = f"recorded as failure: the runner reported success, but {refusal}"
+    else:
+        conclusion = reported
+    terminate(
+        session,
+        attempt,
+        conclusion,
+        reason,
+        now,
+        reported=reported if conclusion != reported else None,
+        outputs=masked_outputs,
+        completion_digest=digest,
+    )

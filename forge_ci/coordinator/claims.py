@@ -1,0 +1,510 @@
+"""Claims: a provider asks for work and gets one leased attempt with its assignment, or null.
+
+One claim is one serialized transaction (SQLite ``BEGIN IMMEDIATE``; on PostgreSQL the
+provider row ``FOR KEY SHARE`` and the chosen repository's scheduling row, the lock every run
+transition of that repository takes, with ``FOR UPDATE SKIP LOCKED``)::
+
+    authenticate provider ─► replay? (same request_id: same attempt, lease not extended)
+      ─► active, not waiting out a provider-change cancellation?
+      ─► repositories with queued jobs in the provider's scope, least recently served first
+      ─► per repository, oldest queued job first: labels ⊆ provider labels, requester still
+         authorized (else the job is cancelled), secrets deliverable (else the job fails)
+      ─► attempt leased for 60 s, job running, steps pending, assignment built
+
+Fairness: a repository that was served least recently goes first, so one repository with a
+thousand queued jobs cannot starve another with one (ties: the oldest queued job).
+
+On PostgreSQL a claimer skips repositories other claimers are serving right now; if every
+candidate repository was busy it starts a second transaction that waits for the first of them,
+so a claim never answers null while claimable work exists. The second transaction holds no
+other repository lock while it waits, so claims cannot deadlock each other.
+
+Empty polls return None and store nothing but the provider's contact time (at most every
+10 s).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from forge_ci import states
+from forge_ci.coordinator import secrets
+from forge_ci.coordinator.attempts import reconcile, requester_refusal
+from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.errors import ClaimConflict
+from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
+from forge_ci.coordinator.logs import MASKERS
+from forge_ci.coordinator.providers import authenticate_provider, normalize_job_labels
+from forge_ci.db import begin_write, is_sqlite
+from forge_ci.models import (
+    Attempt,
+    AttemptStep,
+    Job,
+    Provider,
+    ProviderGrant,
+    Run,
+    RunSequence,
+    utcnow,
+)
+from forge_ci.protocol import API_PREFIX, Assignment, AssignmentStep, ClaimRequest
+from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
+
+CONTACT_INTERVAL = timedelta(seconds=10)
+#: Queued jobs looked at per repository and claim (oldest first).
+JOB_BATCH = 200
+DEFAULT_TIMEOUT_MINUTES = 360
+#: Queued jobs the read-only look examines for one it could take.
+PRECHECK_JOBS = 1000
+#: Claim transactions one call may use (retry races, busy repositories) before answering null.
+MAX_ROUNDS = 8
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def source_archive_path(attempt_id: int) -> str:
+    """Where the runner fetches the pinned commit's tar snapshot (served by the runner API)."""
+    return f"{API_PREFIX}/attempts/{attempt_id}/source.tar"
+
+
+@dataclass
+class ClaimOutcome:
+    """The result of one claim transaction."""
+
+    assignment: Assignment | None
+    #: PostgreSQL: repositories skipped because other claimers held them.
+    busy_repositories: list[int] = field(default_factory=list)
+
+
+# --- Assignments ---------------------------------------------------------------------------------
+
+
+def _wire_step(step: dict[str, Any]) -> AssignmentStep:
+    return AssignmentStep(
+        id=str(step["id"]),
+        name=step.get("name") or str(step["id"]),
+        uses=step.get("uses") or "",
+        run=step.get("run") or "",
+        shell=step.get("shell") or "",
+        working_directory=step.get("working_directory") or "",
+        env=dict(step.get("env") or {}),
+        condition=step.get("if") or "success()",
+        continue_on_error=step.get("continue_on_error", False),
+        timeout_minutes=step.get("timeout_minutes") or 0,
+    )
+
+
+def github_context(run: Run, job: Job, attempt: Attempt) -> dict[str, Any]:
+    """The run's captured context plus the facts of this job and attempt."""
+    context: dict[str, Any] = dict(run.context)
+    owner = str(run.context.get("repository", "")).partition("/")[0]
+    context.update(
+        {
+            "ref": run.ref,
+            "sha": run.sha,
+            "run_id": str(run.id),
+            "run_number": str(run.number),
+            "run_attempt": str(attempt.number),
+            "job": job.job_id,
+            "workflow": run.workflow_name or run.workflow_path,
+            "actor": run.requested_by_name,
+            "repository_owner": owner,
+        }
+    )
+    return context
+
+
+def build_assignment(
+    session: Session,
+    attempt: Attempt,
+    job: Job,
+    run: Run,
+    now: datetime,
+    issued: secrets.StepSecrets,
+) -> Assignment:
+    """The assignment for ``attempt``, from the run's immutable snapshot (never stored)."""
+    plan_job = job.definition()
+    needs: dict[str, Any] = {}
+    if job.needs:
+        graph = RunGraph(session, run)
+        needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
+    return Assignment(
+        attempt_id=attempt.id,
+        attempt_number=attempt.number,
+        state=attempt.state,
+        run_id=run.id,
+        run_number=run.number,
+        job_id=job.id,
+        job_key=job.key,
+        job_workflow_id=job.job_id,
+        job_name=job.name,
+        timeout_minutes=attempt.timeout_minutes,
+        steps=tuple(_wire_step(step) for step in plan_job.get("steps", [])),
+        outputs=dict(plan_job.get("outputs") or {}),
+        contexts={
+            "github": github_context(run, job, attempt),
+            "matrix": plan_job.get("matrix"),
+            "strategy": plan_job.get("strategy"),
+            "needs": needs,
+        },
+        secrets=issued,
+        source_archive_path=source_archive_path(attempt.id),
+        lease_deadline_ms=to_ms(attempt.lease_expires_at),
+        job_deadline_ms=to_ms(attempt.job_deadline_at),
+        server_time_ms=to_ms(now),
+    )
+
+
+# --- One claim transaction -----------------------------------------------------------------------
+
+
+def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: datetime) -> Assignment:
+    if not hashes_match(attempt.token_hash, request.attempt_token):
+        raise ClaimConflict(
+            "this request_id was already used with another attempt_token; every new claim "
+            "needs a fresh request_id"
+        )
+    reconcile(session, attempt, now)
+    if attempt.state == states.COMPLETED:
+        raise ClaimConflict(
+            f"the attempt of this claim has ended ({attempt.conclusion}); claim again with a "
+            "fresh request_id and attempt_token"
+        )
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    issued = secrets.issued(session, attempt, request.attempt_token)
+    return build_assignment(session, attempt, job, job.run, now, issued)
+
+
+def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
+    digest = token_hash(token)
+    reused = (
+        digest == provider.token_hash
+        or session.scalar(select(Attempt.id).where(Attempt.token_hash == digest)) is not None
+        or session.scalar(select(Provider.id).where(Provider.token_hash == digest)) is not None
+    )
+    if reused:
+        raise ClaimConflict(
+            "attempt_token was already used; generate a fresh one (32 random bytes) per claim"
+        )
+    return digest
+
+
+def _candidate_repositories(session: Session, provider: Provider) -> list[int]:
+    """Repositories with queued jobs in the provider's scope, least recently served first."""
+    served = (
+        select(func.max(Attempt.claimed_at))
+        .where(Attempt.repository_id == Run.repository_id)
+        .correlate(Run)
+        .scalar_subquery()
+    )
+    query = (
+        select(Run.repository_id, func.min(Job.queued_at), served)
+        .join(Job, Job.run_id == Run.id)
+        .where(Job.state == "queued")
+        .group_by(Run.repository_id)
+    )
+    if provider.scope != "all":
+        granted = select(ProviderGrant.repository_id).where(
+            ProviderGrant.provider_id == provider.id
+        )
+        query = query.where(Run.repository_id.in_(granted))
+    rows = [
+        (last or _EPOCH, oldest or _EPOCH, repository_id)
+        for repository_id, oldest, last in session.execute(query)
+    ]
+    return [repository_id for _, _, repository_id in sorted(rows)]
+
+
+def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
+    """PostgreSQL: take the repository's scheduling lock (skip it if busy unless ``wait``)."""
+    if is_sqlite(session):
+        return True
+    query = select(RunSequence.repository_id).where(RunSequence.repository_id == repository_id)
+    query = query.with_for_update() if wait else query.with_for_update(skip_locked=True)
+    if session.scalar(query) is not None:
+        return True
+    # No row at all (never numbered a run) is not "busy": the scheduler creates it under the
+    # repository's file lock; a locked row is.
+    exists = session.scalar(
+        select(func.count())
+        .select_from(RunSequence)
+        .where(RunSequence.repository_id == repository_id)
+    )
+    return not exists
+
+
+def _touch(session: Session, provider: Provider, now: datetime) -> None:
+    if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
+        provider.last_contact_at = now
+        session.flush()
+
+
+def _waiting_out_cancellation(session: Session, provider: Provider, now: datetime) -> bool:
+    """A provider whose own change cancelled its work claims nothing until that work ended."""
+    pending = session.scalars(
+        select(Attempt).where(
+            Attempt.provider_id == provider.id,
+            Attempt.state != states.COMPLETED,
+            Attempt.cancelled_by_provider_change.is_(True),
+        )
+    ).all()
+    for attempt in pending:
+        reconcile(session, attempt, now)
+    return any(attempt.state != states.COMPLETED for attempt in pending)
+
+
+def _allocate(
+    session: Session,
+    provider: Provider,
+    job: Job,
+    request: ClaimRequest,
+    digest: str,
+    issued: secrets.StepSecrets,
+    now: datetime,
+) -> Assignment:
+    run = job.run
+    plan_job = job.definition()
+    number = (
+        session.scalar(select(func.max(Attempt.number)).where(Attempt.job_id == job.id)) or 0
+    ) + 1
+    values = [value for env in issued.values() for value in env.values()]
+    attempt = Attempt(
+        job_id=job.id,
+        number=number,
+        provider_id=provider.id,
+        repository_id=run.repository_id,
+        request_id=request.request_id,
+        token_hash=digest,
+        state="leased",
+        timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
+        claimed_at=now,
+        lease_expires_at=now + LEASE,
+        log_mask=MASKERS.get([request.attempt_token, *values]).mask,
+    )
+    refresh_next_check(attempt)
+    # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
+    start_job(session, job, now)
+    for position, step in enumerate(plan_job.get("steps", [])):
+        name = step.get("name")
+        attempt.steps.append(
+            AttemptStep(
+                position=position,
+                step_id=str(step["id"]),
+                name=name if isinstance(name, str) else str(step["id"]),
+                state="pending",
+            )
+        )
+    session.add(attempt)
+    session.flush()
+    secrets.remember(session, attempt, request.attempt_token, issued)
+    return build_assignment(session, attempt, job, run, now, issued)
+
+
+def _claim_in_repository(
+    session: Session,
+    provider: Provider,
+    repository_id: int,
+    request: ClaimRequest,
+    digest: str,
+    now: datetime,
+    source: secrets.SecretSource,
+) -> Assignment | None:
+    labels = provider.label_set
+    refusals: dict[int, str | None] = {}
+    # Columns only: most queued jobs are looked at and passed over (labels), not loaded.
+    rows = session.execute(
+        select(Job.id, Job.run_id, Job.runs_on)
+        .join(Run, Run.id == Job.run_id)
+        .where(Run.repository_id == repository_id, Job.state == "queued")
+        .order_by(Job.queued_at, Job.id)
+        .limit(JOB_BATCH)
+    ).all()
+    for job_id, run_id, runs_on in rows:
+        if not normalize_job_labels(runs_on) <= labels:
+            continue
+        job = session.get(Job, job_id)
+        if job is None or job.state != "queued":
+            continue  # decided earlier in this transaction (a sibling's cancellation)
+        run = job.run
+        if run_id not in refusals:
+            refusals[run_id] = requester_refusal(session, run)
+        refusal = refusals[run_id]
+        if refusal is not None:
+            request_job_cancel(session, job, refusal, now)
+            continue
+        wanted = secrets.references(job.definition())
+        try:
+            issued = source.values_for(session, run, job, wanted) if wanted else {}
+        except secrets.SecretUnavailable as exc:
+            complete_job(session, job, states.FAILURE, {}, reason=exc.message, now=now)
+            continue
+        return _allocate(session, provider, job, request, digest, issued, now)
+    return None
+
+
+def claim_once(
+    session: Session,
+    token: str | None,
+    request: ClaimRequest,
+    now: datetime,
+    source: secrets.SecretSource,
+    *,
+    wait_for_repository: int | None = None,
+) -> ClaimOutcome:
+    """One claim transaction on a fresh session; the caller commits (also when it is empty)."""
+    begin_write(session)
+    provider = authenticate_provider(session, token)
+    if not is_sqlite(session):
+        session.execute(
+            select(Provider.id)
+            .where(Provider.id == provider.id)
+            .with_for_update(read=True, key_share=True)
+        )
+    previous = session.scalar(
+        select(Attempt).where(
+            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
+        )
+    )
+    if previous is not None:
+        return ClaimOutcome(_replay(session, previous, request, now))
+    digest = _check_fresh_token(session, provider, request.attempt_token)
+    _touch(session, provider, now)
+    if provider.state != "active" or _waiting_out_cancellation(session, provider, now):
+        return ClaimOutcome(None)
+    if wait_for_repository is not None:
+        # The only lock this transaction waits for; every other one is skipped when busy.
+        _lock_repository(session, wait_for_repository, wait=True)
+    busy: list[int] = []
+    for repository_id in _candidate_repositories(session, provider):
+        if not _lock_repository(session, repository_id, wait=False):
+            busy.append(repository_id)
+            continue
+        assignment = _claim_in_repository(
+            session, provider, repository_id, request, digest, now, source
+        )
+        if assignment is not None:
+            return ClaimOutcome(assignment)
+    return ClaimOutcome(None, busy)
+
+
+def _nothing_to_claim(
+    session: Session, token: str | None, request: ClaimRequest, now: datetime
+) -> bool:
+    """A read-only look (no write lock): True when a claim would certainly find nothing.
+
+    Anything that needs the write path answers False: a replay, a provider contact time that
+    is due, a provider waiting out a cancellation, or any queued job it might take.
+    """
+    provider = authenticate_provider(session, token)
+    replay = session.scalar(
+        select(Attempt.id).where(
+            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
+        )
+    )
+    if replay is not None:
+        return False
+    if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
+        return False
+    if provider.state != "active":
+        return True
+    waiting = session.scalar(
+        select(Attempt.id).where(
+            Attempt.provider_id == provider.id,
+            Attempt.state != states.COMPLETED,
+            Attempt.cancelled_by_provider_change.is_(True),
+        )
+    )
+    if waiting is not None:
+        return False
+    query = select(Job.runs_on).join(Run, Run.id == Job.run_id).where(Job.state == "queued")
+    if provider.scope != "all":
+        granted = select(ProviderGrant.repository_id).where(
+            ProviderGrant.provider_id == provider.id
+        )
+        query = query.where(Run.repository_id.in_(granted))
+    labels = provider.label_set
+    for runs_on in session.scalars(query.limit(PRECHECK_JOBS)):
+        if normalize_job_labels(runs_on) <= labels:
+            return False
+    return True
+
+
+@contextmanager
+def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
+    """SQLite only: claimers wait in the kernel's queue for one file lock.
+
+    SQLite's busy handler polls with growing sleeps, so with dozens of claimers competing for
+    ``BEGIN IMMEDIATE`` an unlucky one can miss every release for its whole busy timeout. A
+    blocking ``flock`` wakes waiters when the lock is released instead. Claim transactions are
+    short, and the kernel releases the lock of a process that dies.
+    """
+    if lock_dir is None or not sqlite:
+        yield
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_dir / "claims.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def claim(
+    sessions: Callable[[], AbstractContextManager[Session]],
+    token: str | None,
+    request: ClaimRequest,
+    source: secrets.SecretSource | None = None,
+    clock: Callable[[], datetime] = utcnow,
+    lock_dir: Path | None = None,
+) -> Assignment | None:
+    """Claim once (no waiting) and commit; see :func:`claim_once` for the rules.
+
+    ``sessions`` yields a fresh session per transaction (``Database.session``). On SQLite a
+    read-only look first answers empty polls without taking the write lock. Two identical retries
+    racing each other: the loser's insert fails and its next round replays the winner's
+    attempt. PostgreSQL: when every candidate repository was busy, the next round waits for
+    the first of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
+    """
+    source = source or secrets.NoSecretStore()
+    with sessions() as session:
+        sqlite = is_sqlite(session)
+        # SQLite has one writer at a time: answer empty polls without asking for the lock.
+        nothing = sqlite and _nothing_to_claim(session, token, request, clock())
+        session.rollback()
+    if nothing:
+        return None
+    wait_for: int | None = None
+    for _ in range(MAX_ROUNDS):
+        with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
+            try:
+                outcome = claim_once(
+                    session, token, request, clock(), source, wait_for_repository=wait_for
+                )
+                session.commit()
+            except ClaimConflict:
+                # Raised before any change but a reconciliation (a replayed attempt found to
+                # have run out of lease), which stands.
+                session.commit()
+                raise
+            except IntegrityError:
+                session.rollback()
+                wait_for = None
+                continue
+        if outcome.assignment is not None or not outcome.busy_repositories:
+            return outcome.assignment
+        wait_for = outcome.busy_repositories[0]
+    return None

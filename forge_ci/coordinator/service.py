@@ -1,0 +1,205 @@
+"""The runner API's use cases as one object a front door holds: one transaction per request.
+
+Each attempt request: ``begin_write`` -> authenticate the attempt credential (row lock) ->
+reconcile -> the operation inside a savepoint -> commit. When the operation is refused, the
+savepoint is rolled back but the reconciliation is still committed (a lease that ran out stays
+run out) and the refusal carries the attempt's status, so the runner learns why to stop.
+
+Claims may wait (long poll) for at most ``settings.claim_wait_seconds`` (the request can ask
+for less). At most ``max_waiting`` claims wait at once per process; beyond that a claim answers
+at once, so waiting claims never occupy every worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from sqlalchemy.orm import Session
+
+from forge_ci.coordinator import attempts, claims, logs, secrets, steps
+from forge_ci.coordinator.errors import LogLimitReached
+from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
+from forge_ci.db import begin_write
+from forge_ci.errors import ForgeCIError
+from forge_ci.models import Attempt, utcnow
+from forge_ci.protocol import (
+    Assignment,
+    AttemptStatus,
+    ClaimRequest,
+    CompleteRequest,
+    HeartbeatRequest,
+    LogRequest,
+    StartRequest,
+    StepRequest,
+)
+from forge_ci.settings import Settings
+
+T = TypeVar("T")
+#: A waiting claim tries again at least this often even without any sign of new work (a
+#: provider resumed, labels or permissions changed).
+FULL_RETRY_SECONDS = 5.0
+
+
+class AttemptRefused(Exception):
+    """A refused attempt request, with the attempt's status after reconciliation."""
+
+    def __init__(self, error: ForgeCIError, status: AttemptStatus) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    assignment: Assignment | None
+    server_time: datetime
+
+
+class Coordinator:
+    """The runner protocol for one process: sessions, settings, wake-ups, secret source."""
+
+    def __init__(
+        self,
+        sessions: Callable[[], AbstractContextManager[Session]],
+        settings: Settings,
+        *,
+        wakeups: WakeupListener | None = None,
+        secret_source: secrets.SecretSource | None = None,
+        max_waiting: int = 16,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions = sessions
+        self.settings = settings
+        self.wakeups = wakeups or WakeupListener(None)
+        self.secret_source = secret_source or secrets.NoSecretStore()
+        self.clock = clock
+        self._waiting = threading.BoundedSemaphore(max_waiting)
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def claim(self, token: str | None, request: ClaimRequest) -> ClaimResult:
+        """Claim work, waiting up to the allowed time for some to be queued."""
+        limit = self.settings.claim_wait_seconds
+        wait = limit if request.wait_seconds is None else min(request.wait_seconds, limit)
+        assignment = self._claim(token, request)
+        if assignment is not None or wait <= 0:
+            return ClaimResult(assignment, self.clock())
+        if not self._waiting.acquire(blocking=False):
+            return ClaimResult(None, self.clock())
+        try:
+            return ClaimResult(self._wait_and_claim(token, request, wait), self.clock())
+        finally:
+            self._waiting.release()
+
+    def _claim(self, token: str | None, request: ClaimRequest) -> Assignment | None:
+        return claims.claim(
+            self.sessions,
+            token,
+            request,
+            self.secret_source,
+            self.clock,
+            lock_dir=self.settings.locks_dir,
+        )
+
+    def _signature(self) -> object:
+        with self.sessions() as session:
+            signature = queue_signature(session)
+            session.rollback()
+            return signature
+
+    def _wait_and_claim(
+        self, token: str | None, request: ClaimRequest, wait: float
+    ) -> Assignment | None:
+        deadline = time.monotonic() + wait
+        self.wakeups.start()  # the subscriber thread starts with the first waiting claim
+        while True:
+            mark = self.wakeups.generation()
+            signature = self._signature()
+            last_try = time.monotonic()
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                if self.wakeups.wait(mark, min(self.wakeups.poll_interval, remaining)):
+                    break
+                if self._signature() != signature:
+                    break
+                if time.monotonic() - last_try >= FULL_RETRY_SECONDS:
+                    break
+            assignment = self._claim(token, request)
+            if assignment is not None:
+                return assignment
+
+    # -- attempt requests ----------------------------------------------------------------------
+
+    def _attempt_request(
+        self,
+        token: str | None,
+        attempt_id: int,
+        operation: Callable[[Session, Attempt, datetime], T],
+    ) -> tuple[T, AttemptStatus]:
+        with self.sessions() as session:
+            begin_write(session)
+            attempt = attempts.authenticate_attempt(session, token, attempt_id)
+            now = self.clock()
+            attempts.reconcile(session, attempt, now)
+            try:
+                with session.begin_nested():
+                    result = operation(session, attempt, now)
+            except ForgeCIError as error:
+                session.refresh(attempt)
+                status = attempts.status_of(attempt, now)
+                session.commit()
+                raise AttemptRefused(error, status) from None
+            status = attempts.status_of(attempt, now)
+            session.commit()
+            return result, status
+
+    def start(self, token: str | None, attempt_id: int, request: StartRequest) -> AttemptStatus:
+        def operation(session: Session, attempt: Attempt, now: datetime) -> None:
+            attempts.start(session, attempt, request, now)
+
+        return self._attempt_request(token, attempt_id, operation)[1]
+
+    def heartbeat(
+        self, token: str | None, attempt_id: int, request: HeartbeatRequest
+    ) -> AttemptStatus:
+        def operation(session: Session, attempt: Attempt, now: datetime) -> None:
+            attempts.heartbeat(session, attempt, request, now)
+
+        return self._attempt_request(token, attempt_id, operation)[1]
+
+    def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
+        def operation(session: Session, attempt: Attempt, now: datetime) -> None:
+            attempts.require_execution(attempt, request.execution_id)
+            steps.report_step(session, attempt, request, now)
+
+        return self._attempt_request(token, attempt_id, operation)[1]
+
+    def log(self, token: str, attempt_id: int, request: LogRequest) -> AttemptStatus:
+        cap = self.settings.log_cap_bytes
+
+        def operation(session: Session, attempt: Attempt, now: datetime) -> logs.LogAck:
+            return logs.append_log(session, attempt, token, request, now, cap)
+
+        ack, status = self._attempt_request(token, attempt_id, operation)
+        if not ack.accepted:
+            raise AttemptRefused(LogLimitReached(ack.message), status)
+        return status
+
+    def complete(self, token: str, attempt_id: int, request: CompleteRequest) -> AttemptStatus:
+        def operation(session: Session, attempt: Attempt, now: datetime) -> None:
+            masker = logs.attempt_masker(session, attempt, token) if request.outputs else None
+            masked = {
+                name: masker.mask_text(value) if masker is not None else value
+                for name, value in request.outputs.items()
+            }
+            attempts.complete(session, attempt, request, now, masked_outputs=masked)
+
+        return self._attempt_request(token, attempt_id, operation)[1]

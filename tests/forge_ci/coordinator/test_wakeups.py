@@ -1,0 +1,112 @@
+"""Long-polling claims: an idle provider gets new work within ~100 ms, with or without Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.service import Coordinator
+from forge_ci.coordinator.wakeups import WakeupListener, install_publisher
+from forge_ci.models import utcnow
+from forge_ci.protocol import ClaimRequest
+from tests.forge_ci.coordinator.world import World
+
+
+def waiting_claim(coordinator: Coordinator, token: str, wait: float) -> dict[str, Any]:
+    """Start a claim that waits in a thread; the dict fills in when it returns."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        outcome = coordinator.claim(token, ClaimRequest(new_request_id(), new_token(), wait))
+        result["assignment"] = outcome.assignment
+        result["returned"] = time.monotonic()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    result["thread"] = thread
+    return result
+
+
+def real_time(world: World) -> None:
+    """Waiting is measured in real time; leases should be too."""
+    world.clock.now = utcnow()
+    world.coordinator = Coordinator(world.database.session, world.settings, **world.extra)
+
+
+@pytest.fixture
+def live(world: World) -> World:
+    world.extra = {}  # type: ignore[attr-defined]
+    world.clock = utcnow  # type: ignore[assignment]
+    world.coordinator = Coordinator(world.database.session, world.settings)
+    return world
+
+
+def test_a_waiting_claim_gets_work_queued_meanwhile_without_redis(live: World) -> None:
+    pending = waiting_claim(live.coordinator, live.provider_token, 10)
+    time.sleep(0.5)
+    assert "returned" not in pending
+    live.queue_run()
+    queued = time.monotonic()
+    pending["thread"].join(10)
+    assert pending["assignment"] is not None
+    latency = pending["returned"] - queued
+    assert latency < 0.5, latency
+
+
+def test_a_waiting_claim_returns_null_when_its_wait_ends(live: World) -> None:
+    began = time.monotonic()
+    pending = waiting_claim(live.coordinator, live.provider_token, 0.4)
+    pending["thread"].join(10)
+    assert pending["assignment"] is None
+    assert 0.35 <= pending["returned"] - began < 2
+
+
+def test_the_wait_is_bounded_by_the_server(live: World) -> None:
+    import dataclasses
+
+    settings = dataclasses.replace(live.settings, claim_wait_seconds=0.3)
+    coordinator = Coordinator(live.database.session, settings)
+    began = time.monotonic()
+    pending = waiting_claim(coordinator, live.provider_token, 30)
+    pending["thread"].join(10)
+    assert pending["returned"] - began < 2
+
+
+def test_waiting_claims_are_limited_so_they_never_take_every_thread(live: World) -> None:
+    coordinator = Coordinator(live.database.session, live.settings, max_waiting=1)
+    first = waiting_claim(coordinator, live.provider_token, 3)
+    time.sleep(0.2)
+    began = time.monotonic()
+    second = waiting_claim(coordinator, live.provider_token, 3)
+    second["thread"].join(10)
+    assert second["returned"] - began < 1  # answered at once instead of waiting
+    assert "returned" not in first
+    first["thread"].join(10)
+
+
+def test_redis_wakes_waiting_claims_at_once(live: World, redis_url: str) -> None:
+    install_publisher(redis_url)
+    listener = WakeupListener(redis_url)
+    coordinator = Coordinator(live.database.session, live.settings, wakeups=listener)
+    try:
+        listener.start()
+        deadline = time.monotonic() + 10
+        while not listener.connected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert listener.connected
+        assert listener.poll_interval == 1.0  # the database is only the safety net now
+        pending = waiting_claim(coordinator, live.provider_token, 10)
+        time.sleep(0.3)
+        generation = listener.generation()
+        live.queue_run()  # the ORM commit publishes on the channel
+        queued = time.monotonic()
+        pending["thread"].join(10)
+        assert pending["assignment"] is not None
+        assert listener.generation() > generation
+        assert pending["returned"] - queued < 0.3
+    finally:
+        listener.stop()

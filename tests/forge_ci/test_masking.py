@@ -1,0 +1,169 @@
+"""Masking: what is masked, what is not, and that no chunking of any output reveals a secret."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forge_ci.masking import (
+    EMPTY,
+    Carry,
+    CarryUnreadable,
+    Masker,
+    MaskerCache,
+    open_carry,
+    patterns_for,
+    seal_carry,
+)
+
+
+def stream(masker: Masker, chunks: list[str]) -> str:
+    """What would be stored for one (step, stream) receiving ``chunks``."""
+    carry = EMPTY
+    stored = []
+    for chunk in chunks:
+        emitted, carry = masker.feed(carry, chunk)
+        stored.append(emitted)
+    stored.append(masker.finish(carry))
+    return "".join(stored)
+
+
+def test_values_lines_and_json_forms_are_patterns() -> None:
+    value = 'first line is long\nshort\n{"token": "inner-token-value", "n": 1}'
+    patterns = patterns_for([value, "", "tiny"])
+    assert value in patterns
+    assert "first line is long" in patterns
+    assert "short" not in patterns  # a line under 8 bytes would mask ordinary output
+    assert "tiny" in patterns  # a whole value is masked whatever its length
+    assert json.dumps(value)[1:-1] in patterns
+    assert "" not in patterns
+    nested = patterns_for(['{"user": "me", "password": "hunter2-hunter2"}'])
+    assert "hunter2-hunter2" in nested
+    assert "me" not in nested
+
+
+def test_mask_text_masks_every_occurrence_and_keeps_the_rest() -> None:
+    masker = Masker(patterns_for(["s3cr3t-value", 'quote"d-secret']))
+    text = 'a s3cr3t-value b s3cr3t-values3cr3t-value c {"k": "quote\\"d-secret"} d'
+    assert masker.mask_text(text) == 'a *** b *** c {"k": "***"} d'
+    assert masker.mask_text("nothing to hide here\n") == "nothing to hide here\n"
+
+
+def test_a_secret_split_across_chunks_is_masked_and_withheld_text_is_released() -> None:
+    masker = Masker(patterns_for(["s3cr3t-value"]))
+    emitted, carry = masker.feed(EMPTY, "token=s3cr")
+    assert emitted == "token="
+    assert carry.pending == "s3cr"
+    emitted, carry = masker.feed(carry, "3t-value done\n")
+    assert emitted == "*** done\n"
+    assert carry == EMPTY
+    # A withheld prefix that turns out not to be a secret is released unchanged.
+    emitted, carry = masker.feed(EMPTY, "s3cr")
+    emitted2, carry = masker.feed(carry, "ets are fine\n")
+    assert emitted + emitted2 == "s3crets are fine\n"
+
+
+def test_an_unfinished_prefix_is_masked_when_the_stream_ends() -> None:
+    masker = Masker(patterns_for(["s3cr3t-value"]))
+    assert stream(masker, ["echo s3cr3t-va"]) == "echo ***"
+    assert stream(masker, ["echo s3", "cr3t-va"]) == "echo ***"
+
+
+def test_a_match_running_into_withheld_text_stays_masked() -> None:
+    """The first secret ends inside a prefix of the second: nothing of either may leak."""
+    masker = Masker(patterns_for(["abcdefgh12", "12abcdefghij"]))
+    out = stream(masker, ["..abcdefgh12abcd", "efghij.."])
+    assert "abcdefgh" not in out and "efghij" not in out
+    assert out.startswith("..") and out.endswith("..")
+
+
+def test_the_mask_character_is_never_part_of_a_secret() -> None:
+    masker = Masker(patterns_for(["pa**word-1", "x#y#z#w#"]))
+    assert masker.mask == "~~~"
+    # With "*" as the mask, "pa" + mask + "word-1"-like neighbours could spell a secret.
+    assert masker.mask_text("pa**word-1") == "~~~"
+
+
+def test_many_secrets_cost_one_scan() -> None:
+    secrets = [f"secret-number-{i:03d}-{'x' * 20}" for i in range(64)]
+    masker = Masker(patterns_for(secrets))
+    text = " ".join(secrets) + " tail"
+    assert masker.mask_text(text) == " ".join(["***"] * 64) + " tail"
+
+
+def test_carry_is_sealed_under_the_credential() -> None:
+    carry = Carry("s3cr", 2)
+    sealed = seal_carry("a" * 64, "1/build/stdout", carry)
+    assert b"s3cr" not in sealed
+    assert open_carry("a" * 64, "1/build/stdout", sealed) == carry
+    with pytest.raises(CarryUnreadable):
+        open_carry("b" * 64, "1/build/stdout", sealed)
+    with pytest.raises(CarryUnreadable):
+        open_carry("a" * 64, "1/build/stderr", sealed)
+
+
+def test_masker_cache_reuses_automata() -> None:
+    cache = MaskerCache(size=2)
+    first = cache.get(["one-secret"])
+    assert cache.get(["one-secret"]) is first
+    cache.get(["two-secret"])
+    cache.get(["three-secret"])
+    assert cache.get(["one-secret"]) is not first
+
+
+# --- The property: no chunking of any output ever stores a secret -----------------------------
+
+ALPHABET = st.sampled_from(list('ab01*#~"\\\n\r\t é€/{}:'))
+SECRET = st.text(ALPHABET, min_size=1, max_size=24)
+
+
+def _collapse(text: str, mask: str) -> str:
+    char = re.escape(mask[0])
+    return re.sub(f"{char}{{3,}}", mask, text)
+
+
+@st.composite
+def outputs(draw: st.DrawFn) -> tuple[list[str], str, list[str]]:
+    secrets = draw(st.lists(SECRET, min_size=1, max_size=5))
+    forms = sorted(patterns_for(secrets))
+    pieces = draw(st.lists(st.one_of(st.text(ALPHABET, max_size=12), st.sampled_from(forms))))
+    output = "".join(pieces)
+    cuts = sorted(draw(st.sets(st.integers(0, len(output)), max_size=8)))
+    bounds = [0, *cuts, len(output)]
+    chunks = [output[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return secrets, output, chunks
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(outputs())
+def test_no_chunking_of_any_output_reveals_a_secret(
+    case: tuple[list[str], str, list[str]],
+) -> None:
+    secrets, output, chunks = case
+    masker = Masker(patterns_for(secrets))
+    stored = stream(masker, chunks)
+    for secret in secrets:
+        assert secret not in stored
+        escaped = json.dumps(secret)[1:-1]
+        assert escaped not in stored
+        for line in re.split(r"\r\n|\n|\r", secret):
+            if len(line.encode()) >= 8:
+                assert line not in stored
+    # Chunking changes where masks split, never what is masked.
+    assert _collapse(stored, masker.mask) == _collapse(stream(masker, [output]), masker.mask)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(SECRET, min_size=1, max_size=4), st.text(max_size=200))
+def test_output_without_secret_characters_is_stored_unchanged(
+    secrets: list[str], text: str
+) -> None:
+    """The refusal side: masking does not eat ordinary output."""
+    masker = Masker(patterns_for(secrets))
+    used = set("".join(masker.patterns))
+    plain = "".join(ch for ch in text if ch not in used)
+    assert stream(masker, [plain[: len(plain) // 2], plain[len(plain) // 2 :]]) == plain
