@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from forge_ci.errors import ConfigurationError
+from forge_ci.errors import ConfigurationError, Unavailable
 from forge_ci.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -85,6 +86,20 @@ def begin_write(session: Session) -> None:
     if session.in_transaction():
         raise RuntimeError("begin_write() must be called before the first statement")
     session.connection(execution_options={"forge_ci_write": True})
+
+
+@contextmanager
+def unavailable_on_failure() -> Iterator[None]:
+    """Turn a database that cannot be reached or refuses to write into ``Unavailable``.
+
+    For front doors that must answer a person: a dropped PostgreSQL database, a lost connection,
+    a read-only or locked SQLite file all mean "try again later", not a traceback.
+    Integrity errors and the like are bugs and pass through unchanged.
+    """
+    try:
+        yield
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+        raise Unavailable("the database is unavailable; try again later") from exc
 
 
 class Database:

@@ -19,8 +19,9 @@ import pygit2
 
 from forge_ci.errors import NotFound
 
-#: Namespaces that belong to forge-ci; never advertised to clients, never writable by pushes.
-INTERNAL_REF_PREFIX = "refs/forge-ci/"
+# refs/forge-ci/: forge-ci's own namespace; never advertised to clients, never writable by pushes.
+# Defined beside the hook wire format, which the (pygit2-free) hook programs import.
+from forge_ci.hookwire import INTERNAL_REF_PREFIX as INTERNAL_REF_PREFIX
 
 
 def repository_path(repositories_dir: Path, owner: str, name: str) -> Path:
@@ -69,3 +70,22 @@ def open_repository(path: Path) -> pygit2.Repository:
 def ensure_configured(path: Path, hooks_dir: Path) -> None:
     """Re-assert configuration (called before each push, under the repository lock)."""
     configure(open_repository(path), hooks_dir)
+
+
+def read_ref(repo: pygit2.Repository, name: str) -> str | None:
+    """The object id ``name`` points at (as hex), or None when the ref does not exist."""
+    ref = repo.references.get(name)
+    if ref is None:
+        return None
+    return str(ref.resolve().target)
+
+
+def has_object(repo: pygit2.Repository, oid: str) -> bool:
+    return oid in repo
+
+
+def pin(repo: pygit2.Repository, name: str, oid: str) -> None:
+    """Point the internal ref ``name`` at ``oid`` (idempotent; libgit2 runs no hooks)."""
+    if not name.startswith(INTERNAL_REF_PREFIX):
+        raise ValueError(f"pins live under {INTERNAL_REF_PREFIX}, not {name}")
+    repo.references.create(name, pygit2.Oid(hex=oid), force=True)

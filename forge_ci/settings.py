@@ -19,6 +19,29 @@ from forge_ci.errors import ConfigurationError
 DEFAULT_DATA_DIR = "/var/lib/forge-ci"
 
 
+#: Fault points the code honours when testing is on (see docs/configuration.md, "Testing").
+KNOWN_TEST_FAULTS = frozenset(
+    {
+        # The SSH parent pauses at these points of a push (until its marker file is removed).
+        "pause-before-record",
+        "pause-before-prepared-answer",
+        "pause-before-committed-mark",
+        # Pushes to OWNER/NAME run without hooks and record nothing (benchmark baseline).
+        "unhooked",
+    }
+)
+
+
+@dataclass(frozen=True)
+class TestFault:
+    """One fault point: a name and an optional argument (``name=argument``)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    argument: str = ""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Typed, immutable settings. Paths are absolute."""
@@ -38,6 +61,16 @@ class Settings:
     runner_image: str
     log_cap_bytes: int
     claim_wait_seconds: float
+    #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
+    #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
+    test_faults: tuple[TestFault, ...] = ()
+
+    def test_fault(self, name: str) -> TestFault | None:
+        """The configured test fault ``name``, or None (always None outside tests)."""
+        for fault in self.test_faults:
+            if fault.name == name:
+                return fault
+        return None
 
     # Derived locations inside the data directory -------------------------------------------
     @property
@@ -82,6 +115,10 @@ _ENV = {
     "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
 }
+# Read from the environment only (never from the TOML file): a deployment's configuration file
+# must not be able to switch fault injection on.
+_TESTING_VAR = "FORGE_CI_TESTING"
+_TEST_FAULTS_VAR = "FORGE_CI_TEST_FAULTS"
 
 
 def parse_listen(value: str, name: str) -> tuple[str, int]:
@@ -118,6 +155,28 @@ def _positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def parse_test_faults(environ: Mapping[str, str]) -> tuple[TestFault, ...]:
+    """Parse ``FORGE_CI_TEST_FAULTS`` (comma-separated ``name[=argument]``), only when testing."""
+    text = environ.get(_TEST_FAULTS_VAR, "").strip()
+    if not text:
+        return ()
+    if environ.get(_TESTING_VAR) != "1":
+        raise ConfigurationError(
+            f"{_TEST_FAULTS_VAR} is set but {_TESTING_VAR} is not 1; fault injection is for the "
+            "test suite only"
+        )
+    faults = []
+    for item in text.split(","):
+        name, _, argument = item.strip().partition("=")
+        if name not in KNOWN_TEST_FAULTS:
+            raise ConfigurationError(
+                f"{_TEST_FAULTS_VAR}: unknown fault {name!r}; known: "
+                + ", ".join(sorted(KNOWN_TEST_FAULTS))
+            )
+        faults.append(TestFault(name, argument))
+    return tuple(faults)
+
+
 def load_settings(
     env: Mapping[str, str] | None = None, config_file: Path | None = None
 ) -> Settings:
@@ -141,7 +200,7 @@ def load_settings(
             raise ConfigurationError(
                 f"configuration file {path} is not valid TOML: {exc}"
             ) from None
-        known = {f.name for f in fields(Settings)}
+        known = {f.name for f in fields(Settings)} - {"test_faults"}
         for key, value in table.items():
             if key not in known:
                 raise ConfigurationError(f"configuration file {path}: unknown setting {key!r}")
@@ -187,4 +246,5 @@ def load_settings(
         claim_wait_seconds=_positive_float(
             raw.get("claim_wait_seconds", 20), "FORGE_CI_CLAIM_WAIT_SECONDS"
         ),
+        test_faults=parse_test_faults(environ),
     )

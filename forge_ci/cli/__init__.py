@@ -14,7 +14,18 @@ import sys
 
 import click
 
-from forge_ci.cli import accounts, database, repos, runs, up, web, workflow
+from forge_ci.cli import (
+    accounts,
+    database,
+    events,
+    hooks,
+    repos,
+    runs,
+    services,
+    up,
+    web,
+    workflow,
+)
 from forge_ci.cli.common import run_cli
 
 
@@ -31,6 +42,10 @@ for group in (
     accounts.key,
     repos.repo,
     runs.run,
+    events.events,
+    hooks.hooks,
+    services.ssh_command,
+    services.worker_command,
     workflow.workflow,
     web.web,
     up.up,

@@ -5,6 +5,8 @@ from forge_ci.models.attempts import Attempt, AttemptSecret, AttemptStep
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.logs import LogCarry, LogRecord
 from forge_ci.models.providers import Provider, ProviderGrant
+from forge_ci.models.push_events import PushEvent, PushEventState
+from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 
@@ -19,6 +21,10 @@ __all__ = [
     "LogCarry",
     "LogRecord",
     "Membership",
+    "PushEvent",
+    "PushEventResult",
+    "PushEventState",
+    "PushEventWorkflow",
     "Provider",
     "ProviderGrant",
     "Repository",

@@ -6,6 +6,7 @@ Modules (import the one you need; this package imports nothing on its own)::
     pins          refs/forge-ci/pipelines/<token>: a run's source, kept alive
     numbering     gapless run numbers; the per-repository scheduling lock
     definition    the immutable snapshot (YAML, resolved plan, digest, context, group)
+    transactions  serialized write transactions (BEGIN IMMEDIATE on SQLite)
     create        pin -> number -> rows -> admit -> commit, or nothing at all
     conditions    job `if` on the server: status functions, needs.<id>.result/outputs
     concurrency   workflow concurrency groups (cancel-in-progress or wait)
@@ -14,7 +15,7 @@ Modules (import the one you need; this package imports nothing on its own)::
     cancel        cancel_run
     rerun         rerun_run (all jobs, or --failed)
     events        push events -> runs (one outcome per workflow file)
-    queries       list_runs, show_run, find_run
+    queries       list_runs, show_run, find_run, show_push_event
 
 Use cases take a session first and an Actor, check authorization themselves (creating and
 cancelling runs needs a current owner/admin or site administrator; reading needs read access)

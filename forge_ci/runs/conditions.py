@@ -84,7 +84,7 @@ def decide(
         JobStatus,
         evaluate,
         is_truthy,
-        parse_expression,
+        parse_condition,
     )
 
     status = JobStatus.for_job(
@@ -95,7 +95,7 @@ def decide(
         "needs": {name: entry.as_context() for name, entry in needs.items()},
     }
     try:
-        value = evaluate(parse_expression(condition), contexts, status=status, expression=condition)
+        value = evaluate(parse_condition(condition), contexts, status=status, expression=condition)
     except ExpressionError as exc:
         return Decision(False, error=f"the job's if condition could not be evaluated: {exc}")
     if is_truthy(value):

@@ -150,19 +150,23 @@ def insert_jobs(session: Session, run: Run) -> list[Job]:
 
 @contextmanager
 def creating_runs(
-    session: Session, settings: Settings, repository: Repository
+    session: Session,
+    settings: Settings,
+    repository: Repository,
+    *,
+    lock_timeout: float | None = None,
 ) -> Iterator[RunCreation]:
     """Hold the repository lock and a serialized transaction; commit at the end of the block.
 
     Any exception rolls the transaction back and deletes the pins made in the block. The
     session's earlier transaction (the caller's lookups) is ended first; see
-    :func:`forge_ci.runs.transactions.begin_serialized`.
+    :func:`forge_ci.runs.transactions.begin_serialized`. RepositoryBusy when the lock is not
+    free within ``lock_timeout`` (default: the configured repository lock timeout).
     """
     repository_id = repository.id
     git = git_repository(settings, repository)
-    with repository_lock(
-        settings.locks_dir, repository_id, repository.full_name, settings.repo_lock_timeout
-    ):
+    timeout = settings.repo_lock_timeout if lock_timeout is None else lock_timeout
+    with repository_lock(settings.locks_dir, repository_id, repository.full_name, timeout):
         begin_serialized(session)
         creation = RunCreation(session, repository_id, git)
         try:

@@ -1,4 +1,4 @@
-"""Reading runs: lists and details, always scoped by a repository the caller can read."""
+"""Reading runs and push-event outcomes, always scoped by a repository the caller can read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from sqlalchemy.orm import Session
 
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import InvalidInput, NotFound
-from forge_ci.models import Job, Repository, Run
+from forge_ci.models import (
+    Job,
+    PushEvent,
+    PushEventResult,
+    PushEventWorkflow,
+    Repository,
+    Run,
+)
 from forge_ci.repos import find_repository
 
 #: Longest list one call returns.
@@ -175,3 +182,83 @@ def show_run(session: Session, actor: Actor, full_name: str, number: int) -> Run
     """One run with its jobs (readers may look)."""
     repository = find_repository(session, actor, full_name, Role.READ)
     return _view(session, repository, find_run(session, repository, number), with_jobs=True)
+
+
+@dataclass(frozen=True)
+class WorkflowOutcomeView:
+    """What one workflow file did for one push event."""
+
+    workflow_path: str
+    outcome: str
+    detail: str
+    diagnostics: list[dict[str, Any]] | None
+    run_number: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workflow_path": self.workflow_path,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "diagnostics": self.diagnostics,
+            "run": self.run_number,
+        }
+
+
+@dataclass(frozen=True)
+class PushEventView:
+    """A push event with what processing decided (``result`` None while not processed)."""
+
+    id: int
+    ref: str
+    old_sha: str
+    new_sha: str
+    pusher: str
+    state: str
+    result: str | None
+    detail: str | None
+    workflows: tuple[WorkflowOutcomeView, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "ref": self.ref,
+            "old_sha": self.old_sha,
+            "new_sha": self.new_sha,
+            "pusher": self.pusher,
+            "state": self.state,
+            "result": self.result,
+            "detail": self.detail,
+            "workflows": [w.as_dict() for w in self.workflows],
+        }
+
+
+def show_push_event(session: Session, actor: Actor, full_name: str, event_id: int) -> PushEventView:
+    """One push event of the repository and the outcome of each workflow file (readers)."""
+    repository = find_repository(session, actor, full_name, Role.READ)
+    event = session.scalar(
+        select(PushEvent).where(PushEvent.id == event_id, PushEvent.repository_id == repository.id)
+    )
+    if event is None:
+        raise NotFound(f"push event {event_id} not found in {full_name}")
+    result = session.get(PushEventResult, event.id)
+    rows = session.execute(
+        select(PushEventWorkflow, Run.number)
+        .outerjoin(Run, Run.id == PushEventWorkflow.run_id)
+        .where(PushEventWorkflow.push_event_id == event.id)
+        .order_by(PushEventWorkflow.workflow_path)
+    )
+    workflows = tuple(
+        WorkflowOutcomeView(row.workflow_path, row.outcome, row.detail, row.diagnostics, number)
+        for row, number in rows
+    )
+    return PushEventView(
+        id=event.id,
+        ref=event.ref,
+        old_sha=event.old_sha,
+        new_sha=event.new_sha,
+        pusher=event.pusher.name,
+        state=event.state,
+        result=result.result if result is not None else None,
+        detail=result.detail if result is not None else None,
+        workflows=workflows,
+    )

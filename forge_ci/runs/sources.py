@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType
@@ -208,7 +207,3 @@ def changed_paths(
         if len(paths) > MAX_CHANGED_PATHS:
             return None
     return sorted(paths)
-
-
-def repository_dir(settings: Settings, repository: Repository) -> Path:
-    return repository_path(settings.repositories_dir, repository.owner.name, repository.name)

@@ -1,7 +1,7 @@
-"""runs: push-workflow switch time, run numbers, runs with their snapshot, jobs, edges, outputs
+"""runs: run numbers, runs with their snapshot, jobs, edges, outputs, push-event outcomes
 
 Revision ID: 0003_runs
-Revises: 0001_baseline
+Revises: 0002_push_events
 
 The snapshot columns of ``runs`` are protected by a trigger on both databases (invariant 4). A
 later SQLite batch migration that recreates ``runs`` must recreate the trigger as well.
@@ -15,7 +15,7 @@ from alembic import op
 import forge_ci.models.base
 
 revision = "0003_runs"
-down_revision = "0001_baseline"
+down_revision = "0002_push_events"
 branch_labels = None
 depends_on = None
 
@@ -265,11 +265,75 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("job_outputs", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_job_outputs_job_id"), ["job_id"], unique=False)
+    op.create_table(
+        "push_event_results",
+        sa.Column("push_event_id", sa.Integer(), nullable=False),
+        sa.Column("result", sa.String(length=16), nullable=False),
+        sa.Column("detail", sa.Text(), nullable=False),
+        sa.Column("changed_paths_count", sa.Integer(), nullable=True),
+        sa.Column("processed_at", forge_ci.models.base.UTCDateTime(timezone=True), nullable=False),
+        sa.CheckConstraint(
+            "result IN ('processed', 'ignored', 'disabled', 'not_authorized', 'source_missing')",
+            name=op.f("ck_push_event_results_result"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["push_event_id"],
+            ["push_events.id"],
+            name=op.f("fk_push_event_results_push_event_id_push_events"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("push_event_id", name=op.f("pk_push_event_results")),
+    )
+    op.create_table(
+        "push_event_workflows",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("push_event_id", sa.Integer(), nullable=False),
+        sa.Column("workflow_path", sa.String(length=255), nullable=False),
+        sa.Column("outcome", sa.String(length=16), nullable=False),
+        sa.Column("detail", sa.Text(), nullable=False),
+        sa.Column("diagnostics", sa.JSON(), nullable=True),
+        sa.Column("run_id", sa.Integer(), nullable=True),
+        sa.Column("created_at", forge_ci.models.base.UTCDateTime(timezone=True), nullable=False),
+        sa.CheckConstraint(
+            "outcome IN ('run_created', 'not_matched', 'invalid', 'failed')",
+            name=op.f("ck_push_event_workflows_outcome"),
+        ),
+        sa.CheckConstraint(
+            "run_id IS NULL OR outcome = 'run_created'",
+            name=op.f("ck_push_event_workflows_run_only_if_created"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["push_event_id"],
+            ["push_events.id"],
+            name=op.f("fk_push_event_workflows_push_event_id_push_events"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["run_id"],
+            ["runs.id"],
+            name=op.f("fk_push_event_workflows_run_id_runs"),
+            ondelete="SET NULL",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_push_event_workflows")),
+        sa.UniqueConstraint(
+            "push_event_id", "workflow_path", name=op.f("uq_push_event_workflows_push_event_id")
+        ),
+        sa.UniqueConstraint("run_id", name=op.f("uq_push_event_workflows_run_id")),
+    )
+    with op.batch_alter_table("push_event_workflows", schema=None) as batch_op:
+        batch_op.create_index(
+            batch_op.f("ix_push_event_workflows_push_event_id"), ["push_event_id"], unique=False
+        )
+
     _create_snapshot_trigger()
 
 
 def downgrade() -> None:
     _drop_snapshot_trigger()
+    with op.batch_alter_table("push_event_workflows", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_push_event_workflows_push_event_id"))
+    op.drop_table("push_event_workflows")
+    op.drop_table("push_event_results")
     with op.batch_alter_table("job_outputs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_job_outputs_job_id"))
 

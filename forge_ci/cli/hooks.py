@@ -1,0 +1,21 @@
+"""``forge-ci hooks``: the deployment's git hooks."""
+
+from __future__ import annotations
+
+import click
+
+from forge_ci.cli.common import settings
+
+
+@click.group()
+def hooks() -> None:
+    """Manage the deployment's git hooks."""
+
+
+@hooks.command("install")
+def hooks_install() -> None:
+    """(Re)write pre-receive and reference-transaction into the data directory's hooks/."""
+    from hooks.install import install_hooks
+
+    for path in install_hooks(settings()):
+        click.echo(f"installed hook {path}")

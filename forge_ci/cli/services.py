@@ -1,0 +1,45 @@
+"""``forge-ci ssh`` and ``forge-ci worker``: the long-running front doors.
+
+Each imports its front door inside the command (the dependency rule: the core never imports a
+front door at module level, so ``forge-ci user list`` loads neither paramiko nor RQ).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from forge_ci.cli.common import settings
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@click.command("ssh")
+def ssh_command() -> None:
+    """Serve git over SSH on FORGE_CI_SSH_LISTEN until SIGTERM (pushes, clones, fetches)."""
+    from ssh.server import serve
+
+    _log_to_stderr()
+    serve(settings())
+
+
+@click.command("worker")
+@click.option("--burst", is_flag=True, help="Scan once, run every queued job, then exit.")
+@click.option(
+    "--scan-interval",
+    type=click.FloatRange(min=1.0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between database scans for events Redis does not hold.",
+)
+def worker_command(burst: bool, scan_interval: float) -> None:
+    """Run RQ jobs (push events) and scan the database for events that were never enqueued."""
+    from worker.main import run
+
+    _log_to_stderr()
+    run(settings(), burst=burst, scan_interval=scan_interval)

@@ -1,0 +1,102 @@
+"""Push events: one row per ref update accepted (or attempted) through a push.
+
+A row starts as the intent the ``reference-transaction`` hook records in git's ``prepared`` phase,
+before git moves the ref, and ends as a durable event a worker can act on::
+
+                 committed hook             pinned by the SSH parent
+    prepared ----------------------> committed ----------------------> confirmed --> received
+        |     (or recovery: ref == new, straight through to confirmed)       (worker)
+        +----------------------> aborted
+          aborted hook, or recovery: ref == old
+
+``confirmed`` means: git moved the ref, the commit is pinned under
+``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and the row is committed, so
+the event can be enqueued. :data:`TRANSITIONS` is the whole state machine; the tests check it
+as a table.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from forge_ci.models.accounts import User
+from forge_ci.models.base import Base, utcnow
+from forge_ci.models.repositories import Repository
+
+#: Longest ref name a push may create; pre-receive refuses longer ones with the reason.
+MAX_REF_LENGTH = 1024
+PIN_PREFIX = "refs/forge-ci/push-events/"
+
+
+class PushEventState(enum.StrEnum):
+    PREPARED = "prepared"
+    COMMITTED = "committed"
+    CONFIRMED = "confirmed"
+    ABORTED = "aborted"
+    RECEIVED = "received"
+
+
+#: Allowed moves. A state not listed as a key would be a state added and forgotten.
+TRANSITIONS: dict[PushEventState, frozenset[PushEventState]] = {
+    PushEventState.PREPARED: frozenset({PushEventState.COMMITTED, PushEventState.ABORTED}),
+    PushEventState.COMMITTED: frozenset({PushEventState.CONFIRMED}),
+    PushEventState.CONFIRMED: frozenset({PushEventState.RECEIVED}),
+    PushEventState.ABORTED: frozenset(),
+    PushEventState.RECEIVED: frozenset(),
+}
+
+
+class PushEvent(Base):
+    """One ref update of one push: who, where, from which value to which, and how far it got."""
+
+    __tablename__ = "push_events"
+    __table_args__ = (
+        # A ref moves at most once per push; a hook repeated by git must not record it twice.
+        UniqueConstraint("push_session", "ref"),
+        Index("ix_push_events_repository_id_state", "repository_id", "state"),
+        Index("ix_push_events_state", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id", ondelete="CASCADE"))
+    pusher_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    #: Random id of the SSH push that made the update (one per ``git receive-pack`` run).
+    push_session: Mapped[str] = mapped_column(String(64))
+    ref: Mapped[str] = mapped_column(String(MAX_REF_LENGTH))
+    #: Object ids as hex; all zeros for "did not exist" (creation) / "no longer exists" (deletion).
+    old_sha: Mapped[str] = mapped_column(String(64))
+    new_sha: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16), default=PushEventState.PREPARED.value)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    #: When the event reached ``confirmed`` or ``aborted``.
+    settled_at: Mapped[datetime | None]
+    received_at: Mapped[datetime | None]
+
+    repository: Mapped[Repository] = relationship()
+    pusher: Mapped[User] = relationship()
+
+    @property
+    def is_deletion(self) -> bool:
+        return self.new_sha.strip("0") == ""
+
+    @property
+    def pin_ref(self) -> str | None:
+        """Where the pushed commit is pinned, or None for a deletion (nothing to keep)."""
+        return None if self.is_deletion else f"{PIN_PREFIX}{self.id}"
+
+    def can_move_to(self, state: PushEventState) -> bool:
+        return state in TRANSITIONS[PushEventState(self.state)]
+
+    def move_to(self, state: PushEventState) -> None:
+        """Change state along :data:`TRANSITIONS`; anything else is a bug in the caller."""
+        if not self.can_move_to(state):
+            raise ValueError(f"push event {self.id}: {self.state} -> {state.value} is not allowed")
+        self.state = state.value
+        if state in (PushEventState.CONFIRMED, PushEventState.ABORTED):
+            self.settled_at = utcnow()
+        elif state is PushEventState.RECEIVED:
+            self.received_at = utcnow()

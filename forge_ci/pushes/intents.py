@@ -1,0 +1,103 @@
+"""Intents: what the ``reference-transaction`` hook records before git moves a ref.
+
+Called by the SSH parent on the hook's behalf (the hook itself stays free of SQLAlchemy; see
+``forge_ci.hookwire``). Each function commits before it returns: git continues only after the
+answer, so the row must be durable by then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from forge_ci.db import begin_write
+from forge_ci.errors import Conflict
+from forge_ci.hookwire import Update, events_in
+from forge_ci.models import PushEvent, PushEventState
+from forge_ci.pushes.refpolicy import check_ref_updates
+
+
+@dataclass(frozen=True)
+class PushContext:
+    """Who is pushing where: fixed by the SSH parent when the push starts, never by a hook."""
+
+    repository_id: int
+    pusher_id: int
+    session_id: str
+
+
+def record_intents(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
+    """Record one ``prepared`` intent per update and commit; return their ids.
+
+    Idempotent per push: the same update reported again is not recorded twice. A different
+    update of a ref this push already recorded is a Conflict (git never does that). Refs the
+    policy refuses are refused here too, so a bypassed pre-receive still records nothing.
+    """
+    wanted = events_in(list(updates))
+    check_ref_updates(wanted)
+    begin_write(session)
+    existing = {
+        e.ref: e
+        for e in session.scalars(select(PushEvent).where(PushEvent.push_session == push.session_id))
+    }
+    ids: list[int] = []
+    added: list[PushEvent] = []
+    for update in wanted:
+        known = existing.get(update.ref)
+        if known is not None:
+            if (known.old_sha, known.new_sha) != (update.old, update.new):
+                raise Conflict(
+                    f"{update.ref} was already recorded in this push with other values "
+                    f"({known.old_sha[:12]} -> {known.new_sha[:12]})"
+                )
+            ids.append(known.id)
+            continue
+        event = PushEvent(
+            repository_id=push.repository_id,
+            pusher_id=push.pusher_id,
+            push_session=push.session_id,
+            ref=update.ref,
+            old_sha=update.old,
+            new_sha=update.new,
+            state=PushEventState.PREPARED.value,
+        )
+        session.add(event)
+        added.append(event)
+    session.flush()
+    ids += [e.id for e in added]
+    session.commit()
+    return sorted(ids)
+
+
+def _move(
+    session: Session, push: PushContext, updates: Iterable[Update], state: PushEventState
+) -> int:
+    wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
+    if not wanted:
+        return 0
+    begin_write(session)
+    moved = 0
+    for event in session.scalars(
+        select(PushEvent).where(
+            PushEvent.push_session == push.session_id,
+            PushEvent.state == PushEventState.PREPARED.value,
+        )
+    ):
+        if (event.ref, event.old_sha, event.new_sha) in wanted:
+            event.move_to(state)
+            moved += 1
+    session.commit()
+    return moved
+
+
+def mark_committed(session: Session, push: PushContext, updates: Iterable[Update]) -> int:
+    """Git moved these refs (``committed`` phase): prepared -> committed. Returns rows moved."""
+    return _move(session, push, updates, PushEventState.COMMITTED)
+
+
+def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> int:
+    """Git gave up on these updates (``aborted`` phase): prepared -> aborted."""
+    return _move(session, push, updates, PushEventState.ABORTED)

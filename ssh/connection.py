@@ -1,0 +1,160 @@
+"""One SSH connection, from handshake to exit status.
+
+    handshake -> public-key auth (within ssh_auth_timeout) -> one session channel
+      -> one request: exec "git-upload-pack|git-receive-pack 'owner/name.git'"  (or a shell
+         request, answered with a greeting)
+      -> authorize with the core (read for upload-pack, write for receive-pack)
+      -> run git, pump the channel, send the exit status, close
+
+A refusal is one ``forge-ci: ...`` line on stderr and exit status 2 (as the CLI does); git then
+prints its own "Could not read from remote repository".
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import time
+
+import paramiko
+
+from forge_ci import hookwire
+from forge_ci.authz import Actor
+from forge_ci.db import unavailable_on_failure
+from forge_ci.errors import ForgeCIError
+from forge_ci.gitstore import repository_path
+from forge_ci.repos import find_repository
+from ssh.auth import GitServerInterface, Pusher
+from ssh.commands import parse_command
+from ssh.context import ServerContext
+from ssh.pump import pump
+from ssh.push import run_receive_pack
+
+log = logging.getLogger(__name__)
+
+EXIT_REFUSED = 2
+EXIT_INTERNAL_ERROR = 1
+#: How long a client may take to send its exec request once its channel is open.
+REQUEST_TIMEOUT = 30.0
+#: How long to wait for the client to disconnect after the exit status.
+CLIENT_CLOSE_WAIT = 5.0
+
+
+def serve_connection(
+    ctx: ServerContext,
+    sock: socket.socket,
+    host_key: paramiko.PKey,
+    transports: set[paramiko.Transport],
+) -> None:
+    """Run one connection to its end (called on its own thread; never raises)."""
+    transport = paramiko.Transport(sock)
+    transports.add(transport)
+    try:
+        _serve(ctx, transport, host_key)
+    except Exception:
+        log.exception("SSH connection failed")
+    finally:
+        transport.close()
+        transports.discard(transport)
+
+
+def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko.PKey) -> None:
+    settings = ctx.settings
+    transport.add_server_key(host_key)
+    transport.banner_timeout = settings.ssh_auth_timeout
+    transport.handshake_timeout = settings.ssh_auth_timeout
+    interface = GitServerInterface(ctx.database)
+    started = time.monotonic()
+    try:
+        transport.start_server(server=interface)
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        log.info("SSH handshake failed: %s", exc)
+        return
+    # Authentication and opening the channel share one deadline: a client that neither proves
+    # a key nor asks for anything is dropped.
+    channel = transport.accept(timeout=settings.ssh_auth_timeout)
+    if channel is None or interface.pusher is None:
+        if not transport.is_authenticated():
+            log.info("SSH client did not authenticate within %.0f s", settings.ssh_auth_timeout)
+        return
+    deadline = max(started + REQUEST_TIMEOUT, time.monotonic() + 1.0)
+    while not interface.requested.wait(0.1):
+        if channel.closed or not transport.is_active() or time.monotonic() > deadline:
+            channel.close()
+            return
+    status = run_request(ctx, interface, channel, interface.pusher)
+    _finish(channel, status)
+    # Let the client hang up first: closing under a client that is still sending (its channel
+    # close, or pack data a refused push had in flight) makes it report a connection reset.
+    transport.join(CLIENT_CLOSE_WAIT)
+
+
+def run_request(
+    ctx: ServerContext, interface: GitServerInterface, channel: paramiko.Channel, pusher: Pusher
+) -> int:
+    """Carry out the client's one request; map refusals to stderr and an exit status."""
+    if interface.wants_shell:
+        _stderr(
+            channel,
+            f"Hi {pusher.name}! You are authenticated, but forge-ci does not provide shell "
+            "access; use git clone, fetch and push.\n",
+        )
+        return 1
+    assert interface.command is not None
+    try:
+        command = parse_command(interface.command)
+        actor = Actor(user_id=pusher.user_id, name=pusher.name)
+        with unavailable_on_failure(), ctx.database.session() as session:
+            repository = find_repository(session, actor, command.full_name, command.needed_role)
+            repository_id, full_name = repository.id, repository.full_name
+        log.info("%s: %s %s", pusher.name, command.service, full_name)
+        if command.service == "git-receive-pack":
+            return run_receive_pack(
+                ctx, channel, pusher, repository_id, full_name, interface.git_protocol
+            )
+        return _run_upload_pack(ctx, channel, full_name, interface.git_protocol)
+    except ForgeCIError as exc:
+        _stderr(channel, f"forge-ci: {exc.message}\n")
+        return EXIT_REFUSED
+    except Exception:
+        log.exception("request of %s failed", pusher.name)
+        _stderr(channel, "forge-ci: internal error; the request was not carried out\n")
+        return EXIT_INTERNAL_ERROR
+
+
+def _run_upload_pack(
+    ctx: ServerContext, channel: paramiko.Channel, full_name: str, git_protocol: str | None
+) -> int:
+    owner, name = full_name.split("/", 1)
+    path = repository_path(ctx.settings.repositories_dir, owner, name)
+    env = ctx.git_environment()
+    if git_protocol:
+        env["GIT_PROTOCOL"] = git_protocol
+    hidden = hookwire.INTERNAL_REF_PREFIX.rstrip("/")
+    process = subprocess.Popen(
+        ["git", "-c", f"transfer.hideRefs={hidden}", "upload-pack", "--strict", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    return pump(channel, process)
+
+
+def _stderr(channel: paramiko.Channel, text: str) -> None:
+    try:
+        channel.sendall_stderr(text.encode())
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+
+
+def _finish(channel: paramiko.Channel, status: int) -> None:
+    """EOF, exit status, close: the order OpenSSH's own server uses."""
+    try:
+        channel.shutdown_write()
+        channel.send_exit_status(status)
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+    finally:
+        channel.close()

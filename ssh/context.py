@@ -1,0 +1,31 @@
+"""What every connection of one ``forge-ci ssh`` process shares."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge_ci.db import Database
+from forge_ci.queueing import JobQueue
+from forge_ci.settings import Settings
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    settings: Settings
+    database: Database
+    queue: JobQueue
+    #: Private directory for the per-push hook sockets.
+    socket_dir: Path
+
+    def git_environment(self, **extra: str) -> dict[str, str]:
+        """The environment of a git child: a clean minimum, never the server's own.
+
+        The server's environment may hold database credentials; git and the hooks need none.
+        """
+        env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}
+        if "HOME" in os.environ:
+            env["HOME"] = os.environ["HOME"]
+        env.update(extra)
+        return env

@@ -1,0 +1,161 @@
+"""A push: ``git receive-pack`` under the repository lock, with the hooks' requests answered here.
+
+In the order of ARCHITECTURE.md, "A push, step by step"::
+
+    hooks ready? (fail closed)
+    take the repository lock ------------------------------------------------+
+      settle: recover what a crash left, pin, commit, enqueue                |
+      re-assert core.hooksPath and transfer.hideRefs                         | lock held (and
+      open this push's hook socket                                           | inherited by
+      git receive-pack  <-> client        hooks -> socket -> answer_hook()   | receive-pack)
+      settle: confirm and pin this push's events, commit, enqueue            |
+    release the lock --------------------------------------------------------+
+
+The hooks hold no database connection: ``answer_hook`` records, confirms and cancels intents on
+their behalf, in this process, and commits before answering (see ``forge_ci.hookwire``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import subprocess
+from contextlib import ExitStack
+
+import paramiko
+
+from forge_ci import hookwire
+from forge_ci.db import unavailable_on_failure
+from forge_ci.errors import ForgeCIError, Unavailable
+from forge_ci.gitstore import ensure_configured, repository_path
+from forge_ci.hookchecks import require_hooks
+from forge_ci.locks import repository_lock
+from forge_ci.pushes.intents import PushContext, mark_aborted, mark_committed, record_intents
+from forge_ci.pushes.refpolicy import check_ref_updates
+from forge_ci.pushes.settling import settle_repository
+from ssh import faults
+from ssh.auth import Pusher
+from ssh.context import ServerContext
+from ssh.hookserver import HookListener
+from ssh.pump import pump
+
+log = logging.getLogger(__name__)
+
+_OK = hookwire.Answer(True)
+
+
+def run_receive_pack(
+    ctx: ServerContext,
+    channel: paramiko.Channel,
+    pusher: Pusher,
+    repository_id: int,
+    full_name: str,
+    git_protocol: str | None,
+) -> int:
+    """Serve one push on ``channel``; return the exit status for the client."""
+    settings = ctx.settings
+    hooked = not faults.unhooked(settings, full_name)
+    if hooked:
+        require_hooks(settings.hooks_dir)
+    owner, name = full_name.split("/", 1)
+    path = repository_path(settings.repositories_dir, owner, name)
+    with repository_lock(
+        settings.locks_dir, repository_id, full_name, settings.repo_lock_timeout
+    ) as lock_fd:
+        _settle(ctx, repository_id)
+        ensure_configured(path, settings.hooks_dir)
+        push = PushContext(repository_id, pusher.user_id, secrets.token_hex(16))
+        env = ctx.git_environment()
+        if git_protocol:
+            env["GIT_PROTOCOL"] = git_protocol
+        # Passed on the command line as well: whatever a repository's config says, these win.
+        command = ["git", "-c", f"transfer.hideRefs={hookwire.INTERNAL_REF_PREFIX.rstrip('/')}"]
+        if hooked:
+            command += ["-c", f"core.hooksPath={settings.hooks_dir}"]
+            env.update(
+                {
+                    hookwire.ENV_SESSION: push.session_id,
+                    hookwire.ENV_PUSHER: pusher.name,
+                    hookwire.ENV_REPOSITORY: full_name,
+                }
+            )
+        else:
+            empty = settings.run_dir / "no-hooks"
+            empty.mkdir(parents=True, exist_ok=True)
+            command += ["-c", f"core.hooksPath={empty}"]
+        command += ["receive-pack", str(path)]
+
+        def answer(request: hookwire.Request) -> hookwire.Answer:
+            return answer_hook(ctx, push, request)
+
+        with ExitStack() as stack:
+            if hooked:
+                listener = stack.enter_context(
+                    HookListener(ctx.socket_dir, push.session_id, answer)
+                )
+                env[hookwire.ENV_SOCKET] = str(listener.path)
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                pass_fds=(lock_fd,),  # see forge_ci.locks: the lock outlives a killed server
+            )
+            status = pump(channel, process)
+        try:
+            _settle(ctx, repository_id)
+        except ForgeCIError as exc:
+            # The push itself is over; what could not be settled now is settled before the
+            # next write (or by the worker's scan). Tell the pusher, keep git's status.
+            log.warning("settling %s after a push failed: %s", full_name, exc)
+            _tell(channel, f"forge-ci: warning: {exc.message}\n")
+    return status
+
+
+def _settle(ctx: ServerContext, repository_id: int) -> None:
+    with unavailable_on_failure(), ctx.database.session() as session:
+        settled = settle_repository(session, ctx.settings, repository_id)
+    if settled.confirmed:
+        ctx.queue.enqueue_push_events(settled.confirmed)
+
+
+def answer_hook(
+    ctx: ServerContext, push: PushContext, request: hookwire.Request
+) -> hookwire.Answer:
+    """Decide one hook request of ``push``; every failure becomes a refusal with the reason."""
+    try:
+        if request.hook == "pre-receive":
+            check_ref_updates(request.updates)
+            return _OK
+        if request.hook != "reference-transaction":
+            return hookwire.Answer(False, f"forge-ci: unknown hook {request.hook!r}")
+        if request.phase == "prepared":
+            faults.pause_at(ctx.settings, "pause-before-record")
+            try:
+                with unavailable_on_failure(), ctx.database.session() as session:
+                    record_intents(session, push, request.updates)
+            except Unavailable:
+                return hookwire.Answer(
+                    False,
+                    "forge-ci: this push cannot be recorded because the database is "
+                    "unavailable; no ref was changed. Try again later.",
+                )
+            faults.pause_at(ctx.settings, "pause-before-prepared-answer")
+        elif request.phase == "committed":
+            faults.pause_at(ctx.settings, "pause-before-committed-mark")
+            with unavailable_on_failure(), ctx.database.session() as session:
+                mark_committed(session, push, request.updates)
+        elif request.phase == "aborted":
+            with unavailable_on_failure(), ctx.database.session() as session:
+                mark_aborted(session, push, request.updates)
+        return _OK
+    except ForgeCIError as exc:
+        return hookwire.Answer(False, f"forge-ci: {exc.message}")
+
+
+def _tell(channel: paramiko.Channel, text: str) -> None:
+    try:
+        channel.sendall_stderr(text.encode())
+    except (OSError, EOFError, paramiko.SSHException):
+        pass

@@ -1,0 +1,136 @@
+"""``forge-ci run ...`` and ``forge-ci repo push-workflows``: output shapes and refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+import pytest
+from pygit2.enums import FileMode
+
+from tests.forge_ci.cli.test_operator_cli import Cli
+
+CI = ".github/workflows/ci.yml"
+PIPELINE = """\
+name: CI
+on: workflow_dispatch
+jobs:
+  build:
+    runs-on: [self-hosted, linux]
+    steps:
+      - run: make
+  test:
+    needs: build
+    runs-on: [self-hosted, linux]
+    steps:
+      - run: make test
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path, empty_db_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    runner = Cli(tmp_path / "data", empty_db_url, capsys)
+    runner.ok("init")
+    return runner
+
+
+def _commit(cli: Cli, files: dict[str, str]) -> str:
+    git = pygit2.Repository(str(cli.data_dir / "repositories" / "alice" / "demo.git"))
+    index = pygit2.Index()
+    for path, text in files.items():
+        index.add(pygit2.IndexEntry(path, git.create_blob(text.encode()), FileMode.BLOB))
+    signature = pygit2.Signature("Alice", "alice@example.com")
+    oid = git.create_commit(
+        "refs/heads/main", signature, signature, "ci", index.write_tree(git), []
+    )
+    return str(oid)
+
+
+def test_dispatch_list_show_cancel_and_rerun(cli: Cli) -> None:
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    sha = _commit(
+        cli,
+        {
+            CI: PIPELINE,
+            ".github/workflows/push.yml": PIPELINE.replace("on: workflow_dispatch", "on: push"),
+        },
+    )
+    assert json.loads(cli.ok("run", "list", "alice/demo", "--json")) == []
+    assert cli.ok("run", "list", "alice/demo").strip() == "(none)"
+
+    out = cli.ok("run", "dispatch", "alice/demo", "--branch", "main", "--workflow", CI)
+    assert out.strip() == f"created run #1 of alice/demo ({CI} at {sha[:12]}): queued"
+    shown = json.loads(cli.ok("run", "show", "alice/demo", "1", "--json"))
+    assert {
+        k: shown[k] for k in ("number", "state", "conclusion", "sha", "workflow_path", "event_name")
+    } == {
+        "number": 1,
+        "state": "queued",
+        "conclusion": None,
+        "sha": sha,
+        "workflow_path": CI,
+        "event_name": "workflow_dispatch",
+    }
+    assert [
+        {k: job[k] for k in ("key", "name", "state", "conclusion", "needs")}
+        for job in shown["jobs"]
+    ] == [
+        {"key": "build", "name": "build", "state": "queued", "conclusion": None, "needs": []},
+        {"key": "test", "name": "test", "state": "waiting", "conclusion": None, "needs": ["build"]},
+    ]
+    text = cli.ok("run", "show", "alice/demo", "1")
+    assert "run #1 of alice/demo: queued" in text and "waiting" in text
+    listed = json.loads(cli.ok("run", "list", "alice/demo", "--json"))
+    assert [(r["number"], r["state"]) for r in listed] == [(1, "queued")]
+    assert "workflow_dispatch" in cli.ok("run", "list", "alice/demo")
+
+    assert "only a completed run can be rerun" in cli.refused("run", "rerun", "alice/demo", "1")
+    assert "cancelled" in cli.ok("run", "cancel", "alice/demo", "1")
+    shown = json.loads(cli.ok("run", "show", "alice/demo", "1", "--json"))
+    assert (shown["state"], shown["conclusion"]) == ("completed", "cancelled")
+    assert [job["conclusion"] for job in shown["jobs"]] == ["cancelled", "cancelled"]
+    assert "nothing to cancel" in cli.refused("run", "cancel", "alice/demo", "1")
+
+    assert "created run #2 of alice/demo (rerun of #1)" in cli.ok(
+        "run", "rerun", "alice/demo", "1", "--failed"
+    )
+    shown = json.loads(cli.ok("run", "show", "alice/demo", "2", "--json"))
+    assert (shown["rerun_of"], shown["sha"]) == (1, sha)
+
+    assert "does not declare workflow_dispatch" in cli.refused(
+        "run",
+        "dispatch",
+        "alice/demo",
+        "--branch",
+        "main",
+        "--workflow",
+        ".github/workflows/push.yml",
+    )
+    assert "branch nope does not exist" in cli.refused(
+        "run", "dispatch", "alice/demo", "--branch", "nope", "--workflow", CI
+    )
+    assert "give a branch name" in cli.refused(
+        "run", "dispatch", "alice/demo", "--branch", "refs/tags/v1", "--workflow", CI
+    )
+    assert "Missing option '--branch'" in cli.refused(
+        "run", "dispatch", "alice/demo", "--workflow", CI
+    )
+    assert "run #7 not found in alice/demo" in cli.refused("run", "show", "alice/demo", "7")
+    assert "repository alice/nope not found" in cli.refused("run", "list", "alice/nope")
+
+
+def test_push_workflows_switch(cli: Cli) -> None:
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    assert "earlier pushes are not replayed" in cli.ok("repo", "push-workflows", "alice/demo", "on")
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["push_workflows"] is True
+    assert "not cancelled" in cli.ok("repo", "push-workflows", "alice/demo", "off")
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["push_workflows"] is False
+    assert "'maybe' is not one of 'on', 'off'" in cli.refused(
+        "repo", "push-workflows", "alice/demo", "maybe"
+    )
+    assert "repository alice/nope not found" in cli.refused(
+        "repo", "push-workflows", "alice/nope", "on"
+    )

@@ -1,0 +1,205 @@
+"""Dispatch: a workflow_dispatch run from a local branch, pinned, with an immutable snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+import pytest
+from sqlalchemy import select, text, update
+from sqlalchemy.exc import DBAPIError
+
+from forge_ci.errors import InvalidInput, NotFound, PermissionDenied
+from forge_ci.models import Run
+from forge_ci.runs.pins import PIN_PREFIX, pinned_commit
+from forge_ci.runs.rerun import rerun_run
+from forge_ci.workflow import WorkflowInvalid, plan_digest
+from tests.forge_ci.runs.conftest import CI, Forge, Workdir, job, workflow
+
+PIPELINE = workflow(
+    job("build")
+    + job("test", needs="build")
+    + "  env-check:\n    runs-on: [self-hosted]\n    env:\n      TESTED: sha=${{ github.sha }}\n"
+    "    steps:\n      - run: echo $TESTED\n"
+)
+
+
+def _pins(forge: Forge) -> list[str]:
+    return [name for name in forge.git().references if name.startswith(PIN_PREFIX)]
+
+
+def test_dispatch_pins_the_commit_and_stores_the_snapshot(forge: Forge) -> None:
+    sha = forge.commit({CI: PIPELINE})
+    run = forge.dispatch()
+    forge.session.commit()
+
+    assert (run.number, run.state, run.conclusion) == (1, "queued", None)
+    assert run.sha == sha and run.ref == "refs/heads/main"
+    assert run.event_name == "workflow_dispatch" and run.workflow_path == CI
+    assert run.workflow_name == "CI"
+    assert run.pin_ref.startswith(PIN_PREFIX) and len(run.pin_ref) == len(PIN_PREFIX) + 32
+    assert pinned_commit(forge.git(), run.pin_ref) == sha
+    # The YAML exactly as stored in git, and the context captured once.
+    blob = forge.git()[sha].tree / ".github" / "workflows" / "ci.yml"
+    assert run.workflow_source.encode() == blob.data
+    assert run.context == {
+        "repository": "alice/demo",
+        "sha": sha,
+        "event_name": "workflow_dispatch",
+        "head_ref": "",
+        "base_ref": "",
+    }
+    assert run.plan_digest == plan_digest(run.plan) and run.plan_version == 1
+    step_env = run.plan["jobs"][2]["steps"][0]["env"]
+    assert step_env == {"TESTED": f"sha={sha}"}
+    # Roots queued, dependents waiting.
+    assert forge.states(1) == {"build": "queued", "test": "waiting", "env-check": "queued"}
+    assert forge.job(1, "test").needs == ["build"]
+    assert forge.job(1, "build").runs_on == ["self-hosted", "linux"]
+
+
+@pytest.mark.parametrize(
+    ("branch", "error", "message"),
+    [
+        ("refs/heads/main", InvalidInput, "give a branch name such as main"),
+        ("refs/tags/v1", InvalidInput, "give a branch name"),
+        ("refs/forge-ci/pipelines/x", InvalidInput, "give a branch name"),
+        ("HEAD", InvalidInput, "give a branch name"),
+        ("main~1", InvalidInput, "not a valid branch name"),
+        ("main^{tree}", InvalidInput, "not a valid branch name"),
+        ("@{-1}", InvalidInput, "not a valid branch name"),
+        ("v1", NotFound, "branch v1 does not exist"),  # a tag of that name is not a branch
+        ("nope", NotFound, "branch nope does not exist"),
+    ],
+)
+def test_only_existing_local_branches_can_be_dispatched(
+    forge: Forge, branch: str, error: type[Exception], message: str
+) -> None:
+    sha = forge.commit({CI: PIPELINE})
+    forge.git().references.create("refs/tags/v1", pygit2.Oid(hex=sha))
+    with pytest.raises(error, match=message):
+        forge.dispatch(branch=branch)
+    assert forge.session.scalar(select(Run.id)) is None
+    assert _pins(forge) == []
+
+
+def test_dispatch_refusals_name_the_problem(forge: Forge) -> None:
+    forge.commit(
+        {
+            CI: PIPELINE,
+            ".github/workflows/push.yml": workflow(job("a"), on="push"),
+            ".github/workflows/broken.yml": "on: workflow_dispatch\njobs: {}\n",
+            ".github/workflows/big.yml": "#" * 70_000,
+        }
+    )
+    with pytest.raises(InvalidInput, match="does not declare workflow_dispatch"):
+        forge.dispatch(path=".github/workflows/push.yml")
+    with pytest.raises(WorkflowInvalid, match="broken.yml:2:7: jobs must define at least"):
+        forge.dispatch(path=".github/workflows/broken.yml")
+    with pytest.raises(InvalidInput, match="70000 bytes .* limit is 65536"):
+        forge.dispatch(path=".github/workflows/big.yml")
+    with pytest.raises(NotFound, match="missing.yml does not exist at commit"):
+        forge.dispatch(path=".github/workflows/missing.yml")
+    with pytest.raises(InvalidInput, match="directly under .github/workflows/"):
+        forge.dispatch(path="ci.yml")
+    with pytest.raises(InvalidInput, match="not a workflow file name"):
+        forge.dispatch(path=".github/workflows/-x.txt")
+    # Only current owners/admins (and site admins) may make the server run code.
+    with pytest.raises(PermissionDenied, match="admin access to alice/demo is required"):
+        forge.dispatch(actor=forge.people["bob"])
+    with pytest.raises(PermissionDenied):
+        forge.dispatch(actor=forge.people["dave"])
+    with pytest.raises(NotFound, match="repository alice/demo not found"):
+        forge.dispatch(actor=forge.people["erin"])
+    assert forge.session.scalar(select(Run.id)) is None
+    assert forge.dispatch(actor=forge.people["carol"]).number == 1
+
+
+def test_a_requester_demoted_before_the_write_creates_nothing(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Authorization is rechecked inside the write transaction, after the git reads."""
+    from forge_ci.models import Membership
+    from forge_ci.runs import create
+
+    forge.commit({CI: PIPELINE})
+    real = create.RunCreation.repository
+
+    def demote_then_read(self: create.RunCreation) -> object:
+        forge.session.execute(
+            update(Membership).where(Membership.role == "admin").values(role="write")
+        )
+        return real(self)
+
+    monkeypatch.setattr(create.RunCreation, "repository", demote_then_read)
+    with pytest.raises(PermissionDenied):
+        forge.dispatch(actor=forge.people["carol"])
+    assert forge.session.scalar(select(Run.id)) is None
+    assert _pins(forge) == []
+
+
+def test_source_survives_force_push_and_gc_and_a_rerun_is_byte_identical(
+    forge: Forge, tmp_path: Path
+) -> None:
+    work = Workdir(tmp_path / "work", forge.path)
+    first = work.commit({CI: PIPELINE, "src/app.txt": "version 1\n"}, "first")
+    work.push()
+    run = forge.dispatch()
+    forge.session.commit()
+    assert run.sha == first
+    for key in ("build", "env-check", "test"):
+        forge.finish(1, key)
+    assert forge.run(1).conclusion == "success"
+
+    # Rewrite history: an unrelated root commit with another workflow replaces main.
+    work.git("checkout", "-q", "--orphan", "rewritten")
+    work.git("rm", "-r", "-q", "-f", ".")
+    other = workflow(job("something-else"))
+    replaced = work.commit({CI: other, "src/app.txt": "version 2\n"}, "rewritten")
+    work.push("main", force=True)
+    work.bare_git("reflog", "expire", "--expire=now", "--all")
+    work.bare_git("gc", "-q", "--prune=now")
+    assert work.bare_git("rev-parse", "refs/heads/main") == replaced
+    # Still readable, through the pin only.
+    assert work.bare_git("cat-file", "-t", first) == "commit"
+    assert work.bare_git("show", f"{run.pin_ref}:src/app.txt") == "version 1"
+    assert work.bare_git("show", f"{run.pin_ref}:{CI}") + "\n" == PIPELINE
+
+    again = rerun_run(forge.session, forge.settings, forge.alice, "alice/demo", 1)
+    forge.session.commit()
+    original = forge.run(1)
+    assert again.number == 2 and again.rerun_of_id == original.id
+    assert again.sha == first and again.pin_ref != original.pin_ref
+    assert pinned_commit(forge.git(), again.pin_ref) == first
+    assert again.workflow_source.encode() == original.workflow_source.encode()
+    assert again.workflow_source == PIPELINE
+    assert again.plan == original.plan and again.plan_digest == original.plan_digest
+    assert again.context == original.context
+    assert forge.states(2) == {"build": "queued", "test": "waiting", "env-check": "queued"}
+    # Deleting the first run's pin would not matter to the rerun either.
+    forge.git().references.delete(original.pin_ref)
+    work.bare_git("gc", "-q", "--prune=now")
+    assert work.bare_git("show", f"{again.pin_ref}:src/app.txt") == "version 1"
+
+
+def test_the_snapshot_cannot_be_changed_by_the_orm_or_by_sql(forge: Forge) -> None:
+    forge.commit({CI: PIPELINE})
+    run = forge.dispatch()
+    forge.session.commit()
+    with pytest.raises(ValueError, match="sha is part of the immutable snapshot"):
+        run.sha = "0" * 40
+    with pytest.raises(ValueError, match="plan is part of the immutable snapshot"):
+        run.plan = {}
+    for column, value in (
+        ("workflow_source", "'on: push'"),
+        ("sha", "'x'"),
+        ("context", "'{}'"),
+        ("plan", "'{}'"),
+        ("pin_ref", "'refs/heads/main'"),
+    ):
+        with pytest.raises(DBAPIError, match="snapshot of a run"):
+            forge.session.execute(text(f"UPDATE runs SET {column} = {value} WHERE id = {run.id}"))
+        forge.session.rollback()
+    # Scheduling columns stay writable.
+    forge.session.execute(text(f"UPDATE runs SET cancel_reason = 'x' WHERE id = {run.id}"))
+    forge.session.commit()

@@ -1,0 +1,247 @@
+"""Pushes with the real OpenSSH client: every accepted update has exactly one confirmed event
+and (deletions aside) a pin; a refused push records nothing and changes no ref."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+from forge_ci.db import Database
+from forge_ci.gitstore import repository_path
+from forge_ci.settings import Settings
+from ssh.server import SshServer
+from tests.ssh.conftest import MakeClient
+from tests.ssh.helpers import ZERO, GitClient, accepted, event_pins, events, refs
+
+
+def rev(client: GitClient, work: Path, what: str = "HEAD") -> str:
+    return client.git("rev-parse", what, cwd=work).stdout.strip()
+
+
+def assert_pinned(settings: Settings, database: Database) -> None:
+    """Every confirmed event except deletions is pinned at its new commit, and nothing else is."""
+    expected = {
+        f"refs/forge-ci/push-events/{event_id}": new
+        for event_id, _ref, _old, new, state in events(database)
+        if state == "confirmed" and new != ZERO
+    }
+    assert event_pins(settings) == expected
+
+
+def test_branch_lifecycle_and_tags(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    c1 = rev(alice, work)
+
+    assert accepted(alice.push(work, "main")) == {"refs/heads/main": "*"}
+    c2 = alice.commit(work, "second")
+    assert accepted(alice.push(work, "main")) == {"refs/heads/main": " "}
+    alice.git("commit", "-q", "--amend", "-m", "second, rewritten", cwd=work)
+    c3 = rev(alice, work)
+    assert accepted(alice.push(work, "--force", "main")) == {"refs/heads/main": "+"}
+    assert accepted(alice.push(work, "main:refs/heads/topic")) == {"refs/heads/topic": "*"}
+    assert accepted(alice.push(work, ":refs/heads/topic")) == {"refs/heads/topic": "-"}
+    alice.git("tag", "-a", "v1", "-m", "version 1", cwd=work)
+    tag = rev(alice, work, "refs/tags/v1")
+    assert accepted(alice.push(work, "refs/tags/v1")) == {"refs/tags/v1": "*"}
+
+    assert [row[1:] for row in events(database)] == [
+        ("refs/heads/main", ZERO, c1, "confirmed"),
+        ("refs/heads/main", c1, c2, "confirmed"),
+        ("refs/heads/main", c2, c3, "confirmed"),
+        ("refs/heads/topic", ZERO, c3, "confirmed"),
+        ("refs/heads/topic", c3, ZERO, "confirmed"),
+        ("refs/tags/v1", ZERO, tag, "confirmed"),
+    ]
+    assert_pinned(world, database)
+    server_refs = refs(world)
+    assert server_refs["refs/heads/main"] == c3 and server_refs["refs/tags/v1"] == tag
+    assert "refs/heads/topic" not in server_refs
+    # The commit the force push threw away stays reachable through its event's pin.
+    assert c2 in event_pins(world).values()
+
+
+def test_several_refs_in_one_push_atomic_or_not(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    bob = client_for("bob", server.address[1])  # a writer, not the owner
+    work = bob.work_tree()
+    c1 = rev(bob, work)
+    result = bob.push(work, "--atomic", "main", "main:refs/heads/b1", "main:refs/heads/b2")
+    assert accepted(result) == {"refs/heads/main": "*", "refs/heads/b1": "*", "refs/heads/b2": "*"}
+    c2 = bob.commit(work, "second")
+    bob.git("tag", "t1", cwd=work)
+    result = bob.push(work, "main:refs/heads/b1", ":refs/heads/b2", "refs/tags/t1")
+    assert accepted(result) == {"refs/heads/b1": " ", "refs/heads/b2": "-", "refs/tags/t1": "*"}
+
+    rows = [row[1:] for row in events(database)]
+    assert sorted(rows[:3]) == [
+        ("refs/heads/b1", ZERO, c1, "confirmed"),
+        ("refs/heads/b2", ZERO, c1, "confirmed"),
+        ("refs/heads/main", ZERO, c1, "confirmed"),
+    ]
+    assert sorted(rows[3:]) == [
+        ("refs/heads/b1", c1, c2, "confirmed"),
+        ("refs/heads/b2", c1, ZERO, "confirmed"),
+        ("refs/tags/t1", ZERO, c2, "confirmed"),
+    ]
+    assert_pinned(world, database)
+
+
+def test_refused_pushes_record_nothing_and_change_no_ref(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    alice.push(work, "main")
+    before_refs, before_events = refs(world), events(database)
+
+    def refused(*refspecs: str) -> str:
+        result = alice.push(work, *refspecs, check=False)
+        assert result.returncode != 0, result.stdout
+        assert all(flag == "!" for flag in accepted(result).values()), result.stdout
+        assert refs(world) == before_refs
+        assert events(database) == before_events
+        return result.stderr
+
+    assert "refs/forge-ci/ is reserved for forge-ci" in refused("main:refs/forge-ci/x")
+    assert "only branches (refs/heads/...) and tags" in refused("main:refs/notes/x")
+    # One bad ref refuses the whole push, atomic or not.
+    alice.commit(work, "second")
+    assert "refs/notes/y" in refused("main", "main:refs/notes/y")
+    assert "refs/notes/y" in refused("--atomic", "main", "main:refs/heads/ok", "main:refs/notes/y")
+
+    # A non-fast-forward, refused by the client...
+    other = client_for("bob", server.address[1])
+    clone = other.home / "clone"
+    other.git("clone", "-q", other.url(), str(clone))
+    other.commit(clone, "from bob")
+    other.git("push", "-q", other.url(), "main", cwd=clone)
+    before_refs, before_events = refs(world), events(database)
+    assert "Updates were rejected" in refused("main")
+    # ...and by the server, when the repository denies them.
+    owner_path = repository_path(world.repositories_dir, "alice", "demo")
+    subprocess.run(
+        ["git", "config", "receive.denyNonFastForwards", "true"], cwd=owner_path, check=True
+    )
+    assert "non-fast-forward" in refused("--force", "main")
+
+
+def test_ten_concurrent_pushers_are_each_recorded_exactly_once(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    port = server.address[1]
+    seed = client_for("alice", port)
+    base = seed.work_tree("seed")
+    seed.push(base, "main")
+
+    clients: list[tuple[GitClient, Path]] = []
+    for i in range(10):
+        client = client_for("alice" if i % 2 else "bob", port)
+        work = client.home / f"work{i}"
+        client.git("clone", "-q", client.url(), str(work))
+        client.commit(work, f"change {i}")
+        clients.append((client, work))
+
+    results: list[subprocess.CompletedProcess[str]] = [None] * 10  # type: ignore[list-item]
+    start = threading.Barrier(10)
+
+    def push(i: int) -> None:
+        client, work = clients[i]
+        start.wait()
+        # Everyone races for main; everyone also pushes a branch of their own.
+        results[i] = client.push(work, "main", f"main:refs/heads/p{i}", check=False)
+
+    threads = [threading.Thread(target=push, args=(i,)) for i in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+
+    accepted_updates = []
+    for i, result in enumerate(results):
+        flags = accepted(result)
+        assert flags[f"refs/heads/p{i}"] == "*", result.stderr
+        for ref, flag in flags.items():
+            if flag != "!":
+                accepted_updates.append((ref, rev(clients[i][0], clients[i][1])))
+    assert sum(1 for ref, _ in accepted_updates if ref == "refs/heads/main") == 1
+
+    recorded = [(ref, new) for _id, ref, _old, new, state in events(database)[1:]]
+    assert sorted(recorded) == sorted(accepted_updates)
+    assert {row[4] for row in events(database)} == {"confirmed"}
+    assert_pinned(world, database)
+
+
+def test_internal_refs_are_never_advertised(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    alice.push(work, "main", "main:refs/heads/other")
+    assert event_pins(world)  # the pins exist on the server...
+    for version in ("0", "2"):  # ...and no protocol shows them
+        listed = alice.git("-c", f"protocol.version={version}", "ls-remote", alice.url()).stdout
+        assert "refs/heads/main" in listed and "refs/forge-ci" not in listed
+    clone = alice.home / "mirror"
+    alice.git("clone", "-q", "--mirror", alice.url(), str(clone))
+    mirrored = alice.git("for-each-ref", cwd=clone).stdout
+    assert "refs/heads/other" in mirrored and "refs/forge-ci" not in mirrored
+
+
+def test_missing_or_non_executable_hooks_refuse_pushes(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    transaction_hook = world.hooks_dir / "reference-transaction"
+    transaction_hook.chmod(0o644)
+    result = alice.push(work, "main", check=False)
+    assert result.returncode != 0
+    assert "the server's git hooks are not ready (reference-transaction is not executable)" in (
+        result.stderr
+    )
+    assert "forge-ci hooks install" in result.stderr
+    (world.hooks_dir / "pre-receive").unlink()
+    result = alice.push(work, "main", check=False)
+    assert "pre-receive is missing" in result.stderr
+    transaction_hook.chmod(0o777)
+    result = alice.push(work, "main", check=False)
+    assert "reference-transaction is writable by group or others" in result.stderr
+    assert refs(world) == {} and events(database) == []
+    # Reads are not affected.
+    alice.git("ls-remote", alice.url())
+
+    from hooks.install import install_hooks
+
+    install_hooks(world)
+    alice.push(work, "main")
+    assert [row[4] for row in events(database)] == ["confirmed"]
+
+
+def test_a_repository_never_brings_its_own_hooks(
+    server: SshServer, world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    path = repository_path(world.repositories_dir, "alice", "demo")
+    marker = world.data_dir / "repository-hook-ran"
+    evil = path / "evil-hooks"
+    for folder in (path / "hooks", evil):
+        folder.mkdir(exist_ok=True)
+        for name in ("pre-receive", "reference-transaction", "post-receive", "update"):
+            hook = folder / name
+            hook.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+            hook.chmod(0o755)
+    subprocess.run(["git", "config", "core.hooksPath", str(evil)], cwd=path, check=True)
+
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    alice.push(work, "main")
+    assert not marker.exists()
+    configured = subprocess.run(
+        ["git", "config", "core.hooksPath"], cwd=path, capture_output=True, text=True, check=True
+    )
+    assert configured.stdout.strip() == str(world.hooks_dir)  # re-asserted under the lock
+    assert [row[4] for row in events(database)] == ["confirmed"]

@@ -1,0 +1,56 @@
+"""RQ jobs, enqueued by dotted name (``forge_ci.queueing``) after the database commit.
+
+Each job takes ids, opens its own session on an engine created in *this* process (RQ forks a
+work horse per job; an engine inherited across a fork would share the parent's connections), and
+is idempotent: RQ, the scan and a retry may all run it for the same event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from rq import Retry
+
+from forge_ci.db import Database, unavailable_on_failure
+from forge_ci.errors import RepositoryBusy, Unavailable
+from forge_ci.runs.events import EventOutcome
+from forge_ci.runs.events import process_push_event as process_event
+from forge_ci.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+#: Temporary trouble (a busy repository, an unreachable database) is retried this much later,
+#: by RQ's scheduler, so the worker moves on to other repositories' events meanwhile. Once the
+#: retries are spent the job fails; the event stays confirmed and the worker's scan enqueues
+#: it again.
+RETRY_SECONDS = 30
+RETRY_TIMES = 10
+
+_process: tuple[int, Settings, Database] | None = None
+
+
+def _process_state() -> tuple[int, Settings, Database]:
+    """This process's settings and database, created on first use after any fork."""
+    global _process
+    if _process is None or _process[0] != os.getpid():
+        settings = load_settings()
+        _process = (os.getpid(), settings, Database(settings))
+    return _process
+
+
+def process_push_event(event_id: int) -> EventOutcome | Retry:
+    """Turn a confirmed push event into runs (``forge_ci.runs.events``), or retry later.
+
+    Returns the outcome, or an RQ ``Retry`` in 30 s when the repository is busy or the database
+    is unavailable. A repeated or late run of the same event creates nothing twice.
+    """
+    _, settings, database = _process_state()
+    try:
+        with unavailable_on_failure(), database.session() as session:
+            outcome = process_event(session, settings, event_id)
+    except (RepositoryBusy, Unavailable) as exc:
+        log.warning("push event %s: %s; retrying in %s s", event_id, exc, RETRY_SECONDS)
+        return Retry(max=RETRY_TIMES, interval=RETRY_SECONDS)
+    log.info("push event %s: %s (%s)", event_id, outcome.result, outcome.detail)
+    return outcome

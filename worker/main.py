@@ -1,0 +1,120 @@
+"""``forge-ci worker``: RQ's worker, with a database scan around it so that Redis is never the
+only copy of anything.
+
+    loop:
+      scan   settle repositories a crash left with open intents (under their locks),
+             enqueue every confirmed event that no job is waiting for
+      work   RQ jobs until idle for ``scan_interval`` s, or ``MAX_JOBS_BETWEEN_SCANS`` jobs
+
+A push whose enqueue failed (Redis down) is picked up by the next scan; a job that failed is
+enqueued again by the scan after it (RQ keeps it as failed, not pending).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+from types import FrameType
+
+import redis
+from rq import Worker
+from sqlalchemy.exc import SQLAlchemyError
+
+from forge_ci.db import Database
+from forge_ci.errors import ForgeCIError, RepositoryBusy, Unavailable
+from forge_ci.locks import repository_lock
+from forge_ci.pushes.events import confirmed_event_ids, repositories_with_open_events
+from forge_ci.pushes.settling import settle_repository
+from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
+from forge_ci.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCAN_INTERVAL = 30.0
+MAX_JOBS_BETWEEN_SCANS = 100
+#: The scan never waits long for a repository: a push holding the lock settles it anyway.
+_SCAN_LOCK_TIMEOUT = 1.0
+
+
+class _Worker(Worker):
+    """RQ's forking worker, remembering a warm shutdown (SIGTERM/SIGINT) for the loop above it."""
+
+    stop_requested = False
+
+    def handle_warm_shutdown_request(self) -> None:
+        self.stop_requested = True
+        super().handle_warm_shutdown_request()
+
+
+def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
+    """Settle what crashes left behind, then enqueue every confirmed event; return those ids."""
+    with database.session() as session:
+        repository_ids = repositories_with_open_events(session)
+    for repository_id in repository_ids:
+        try:
+            with repository_lock(
+                settings.locks_dir, repository_id, f"#{repository_id}", _SCAN_LOCK_TIMEOUT
+            ):
+                with database.session() as session:
+                    settle_repository(session, settings, repository_id)
+        except RepositoryBusy:
+            continue
+        except ForgeCIError as exc:  # NeedsInspection above all: an operator must look
+            log.error("repository #%s: %s", repository_id, exc.message)
+    with database.session() as session:
+        ids = confirmed_event_ids(session)
+    if ids:
+        queue.enqueue_push_events(ids)
+    return ids
+
+
+def run(
+    settings: Settings, *, burst: bool = False, scan_interval: float = DEFAULT_SCAN_INTERVAL
+) -> None:
+    """Scan and work until SIGTERM/SIGINT; with ``burst``, one scan and the queue drained."""
+    database = Database(settings)
+    database.require_current_schema()
+    queue = JobQueue(settings)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    try:
+        while not stopping.is_set():
+            # RQ installs its own handlers while it works; these cover the scan in between.
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+            try:
+                scan(settings, database, queue)
+            except SQLAlchemyError as exc:
+                if burst:
+                    raise Unavailable("the database is unavailable; try again later") from exc
+                log.warning("scan skipped, database unavailable: %s", exc)
+            finally:
+                # RQ forks a work horse per job: leave it no pooled connection to share.
+                database.engine.dispose()
+            if stopping.is_set():
+                break
+            worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
+            try:
+                # The scheduler starts retries that jobs asked for (Retry in 30 s).
+                worker.work(
+                    burst=burst,
+                    with_scheduler=True,
+                    max_jobs=MAX_JOBS_BETWEEN_SCANS,
+                    max_idle_time=max(1, math.ceil(scan_interval)),
+                    logging_level="INFO",
+                )
+            except (redis.RedisError, OSError) as exc:
+                if burst:
+                    raise Unavailable(f"Redis is unavailable ({exc}); try again later") from exc
+                log.warning("Redis unavailable, retrying in %.0f s: %s", scan_interval, exc)
+                stopping.wait(scan_interval)
+            if burst or worker.stop_requested:
+                break
+    finally:
+        queue.close()
+        database.dispose()
