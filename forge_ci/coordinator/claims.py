@@ -258,11 +258,15 @@ def _touch(session: Session, provider: Provider, now: datetime) -> None:
 def _waiting_out_cancellation(session: Session, provider: Provider, now: datetime) -> bool:
     """A provider whose own change cancelled its work claims nothing until that work ended."""
     pending = session.scalars(
-        select(Attempt).where(
+        select(Attempt)
+        .where(
             Attempt.provider_id == provider.id,
             Attempt.state != states.COMPLETED,
             Attempt.cancelled_by_provider_change.is_(True),
         )
+        .order_by(Attempt.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).all()
     for attempt in pending:
         reconcile(session, attempt, now)
@@ -377,9 +381,10 @@ def claim_once(
             .with_for_update(read=True, key_share=True)
         )
     previous = session.scalar(
-        select(Attempt).where(
-            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
-        )
+        select(Attempt)
+        .where(Attempt.provider_id == provider.id, Attempt.request_id == request.request_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
     if previous is not None:
         return ClaimOutcome(_replay(session, previous, request, now))

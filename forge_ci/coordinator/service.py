@@ -42,6 +42,9 @@ from forge_ci.protocol import (
 from forge_ci.settings import Settings
 
 T = TypeVar("T")
+#: Claims that may wait at once per process: half of the web server's default 16 threads per
+#: worker, so the other half always serves heartbeats, logs and browsers.
+MAX_WAITING_CLAIMS = 8
 #: A waiting claim tries again at least this often even without any sign of new work (a
 #: provider resumed, labels or permissions changed).
 FULL_RETRY_SECONDS = 5.0
@@ -72,7 +75,7 @@ class Coordinator:
         *,
         wakeups: WakeupListener | None = None,
         secret_source: secrets.SecretSource | None = None,
-        max_waiting: int = 16,
+        max_waiting: int = MAX_WAITING_CLAIMS,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sessions = sessions

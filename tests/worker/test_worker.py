@@ -23,6 +23,7 @@ from forge_ci.pushes.intents import PushContext, record_intents
 from forge_ci.pushes.settling import confirm_updates, settle_repository
 from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
 from forge_ci.repos import create_repository
+from forge_ci.runs.events import EventOutcome
 from forge_ci.settings import Settings
 from worker import jobs
 from worker.main import scan
@@ -88,13 +89,16 @@ def test_processing_a_push_event_is_idempotent(
 ) -> None:
     repository_id, _, git = repo
     event_id, new = intent(database, repo, "s1", "refs/heads/main")
-    assert jobs.process_push_event(event_id) is False  # not confirmed yet: left alone
+    outcome = jobs.process_push_event(event_id)
+    assert isinstance(outcome, EventOutcome) and outcome.result is None  # not confirmed yet
     git.references.create("refs/heads/main", pygit2.Oid(hex=new))
     with database.session() as s:
         settle_repository(s, settings, repository_id)
-    assert jobs.process_push_event(event_id) is True
-    assert jobs.process_push_event(event_id) is False  # a second delivery changes nothing
-    assert jobs.process_push_event(424242) is False  # nor does a stale id
+    first = jobs.process_push_event(event_id)
+    assert isinstance(first, EventOutcome) and first.result == "disabled"  # push workflows off
+    assert jobs.process_push_event(event_id) == first  # a second delivery changes nothing
+    stale = jobs.process_push_event(424242)  # nor does a stale id
+    assert isinstance(stale, EventOutcome) and stale.result is None
     assert state(database, event_id) == "received"
 
 
