@@ -207,6 +207,9 @@ def _run_git_archive(
             [
                 "git",
                 f"--git-dir={target.repository_dir}",
+                # 0644 / 0755 whatever the repository's configuration says.
+                "-c",
+                "tar.umask=0022",
                 "archive",
                 "--format=tar",
                 target.sha,

@@ -62,6 +62,8 @@ CHECKOUT = "forge-ci/checkout@v1"
 #: Budgets after the steps ended (seed: "three-second budget after process cleanup").
 FINAL_LOG_SECONDS = 3.0
 FINAL_COMPLETE_SECONDS = 3.0
+#: How long a finished step waits for its output to be delivered before it is reported.
+STEP_LOG_SECONDS = 5.0
 #: How long ``start`` may take, at most (the claim's lease bounds it too).
 START_SECONDS = 30.0
 
@@ -338,7 +340,10 @@ class JobRunner:
             self.note(step.id, stop.message)
         elif timed_out:
             outcome = "timed_out"
-            self.note(step.id, f"the step reached its time limit of {step.timeout_minutes} minutes")
+            self.note(
+                step.id,
+                f"the step reached its time limit (timeout-minutes: {step.timeout_minutes})",
+            )
         elif outcome == "failure" and exit_code > 0:
             self.note(step.id, f"the step failed with exit status {exit_code}")
         forgiven = continue_on_error and outcome in ("failure", "timed_out")
@@ -348,6 +353,8 @@ class JobRunner:
         if stop is not None and STOP_CONCLUSIONS[stop.kind] is None:
             self._record(step, outcome, conclusion, exit_code, outputs)
             return  # the server cannot take a report any more
+        # The step's output first, so that a finished step's log is complete when it shows.
+        self.uploader.flush(min(now() + STEP_LOG_SECONDS, self.watchdog.safe_until()))
         if self.report_step(step, "completed", outcome, exit_code, continue_on_error):
             self._record(step, outcome, conclusion, exit_code, outputs)
 
@@ -421,7 +428,7 @@ class JobRunner:
             end = run_script(argv, full_env, cwd, step.id, self.watchdog, self.uploader)
         except (StepEnvironmentError, ShellError, StepStartError) as exc:
             raise StepFailed(str(exc)) from None
-        if end.signal:
+        if end.signal and not self.watchdog.step_expired():
             self.note(step.id, f"the shell was ended by signal {end.signal}")
         if self.watchdog.stopped.is_set():
             return end.exit_code, {}

@@ -59,6 +59,7 @@ class Uploader:
         self._pending = 0
         self._busy = False
         self._closing = False
+        self._flushing = 0
         self._abandoned = False
         #: The last sequence the server acknowledged (the completion cites it).
         self.acknowledged = 0
@@ -95,13 +96,17 @@ class Uploader:
     def flush(self, until: float) -> bool:
         """Wait until everything written so far was acknowledged (True) or ``until`` passed."""
         with self._cond:
+            self._flushing += 1
             self._cond.notify_all()
-            while (self._pieces or self._busy) and self.failure is None:
-                remaining = until - now()
-                if remaining <= 0 or self.watchdog.lost():
-                    return False
-                self._cond.wait(min(remaining, 0.1))
-            return not self._pieces and not self._busy and self.failure is None
+            try:
+                while (self._pieces or self._busy) and self.failure is None:
+                    remaining = until - now()
+                    if remaining <= 0 or self.watchdog.lost():
+                        return False
+                    self._cond.wait(min(remaining, 0.1))
+                return not self._pieces and not self._busy and self.failure is None
+            finally:
+                self._flushing -= 1
 
     def close(self, until: float) -> bool:
         """Deliver what is left until ``until``, then stop the thread. True if all arrived."""
@@ -124,9 +129,9 @@ class Uploader:
                 if self._abandoned or self._closing:
                     return None
                 self._cond.wait(0.5)
-            if not self._closing:
+            if not self._closing and not self._flushing:
                 waited_until = now() + BATCH_SECONDS
-                while self._pending < CHUNK_CHARACTERS and not self._closing:
+                while self._pending < CHUNK_CHARACTERS and not self._closing and not self._flushing:
                     remaining = waited_until - now()
                     if remaining <= 0:
                         break

@@ -185,7 +185,8 @@ class Watchdog:
             step_stop = self._step_timed_out
         if job_due:
             self.request_stop(
-                "timed_out", f"the job reached its time limit of {self.timeout_minutes} minutes"
+                "timed_out",
+                f"the job reached its time limit (timeout-minutes: {self.timeout_minutes})",
             )
         elif lease_due:
             self.request_stop(

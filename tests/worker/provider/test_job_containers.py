@@ -223,7 +223,8 @@ def test_default_command_is_the_runner(jobs: Jobs) -> None:
     assert result.inspect["Config"]["WorkingDir"] == "/opt/forge-ci"
     # Empty stdin is no assignment: the runner reports a configuration error (exit 2).
     assert result.exit_code == 2
-    assert result.last_json()["status"] == "configuration_error"
+    assert result.last_json()["result"] == "error"
+    assert "the runner input is empty" in result.last_json()["reason"]
 
 
 def test_stdout_and_stderr_come_back_separately(jobs: Jobs) -> None:
