@@ -12,6 +12,7 @@ import os
 
 from rq import Retry
 
+from forge_ci.coordinator.wakeups import install_publisher
 from forge_ci.db import Database, unavailable_on_failure
 from forge_ci.errors import RepositoryBusy, Unavailable
 from forge_ci.runs.events import EventOutcome
@@ -36,6 +37,8 @@ def process_database() -> tuple[Database, Settings]:
     global _process_database
     if _process_database is None or _process_database[0] != os.getpid():
         settings = load_settings()
+        # Runs this process creates queue jobs: waiting claims hear of them at once.
+        install_publisher(settings.redis_url)
         _process_database = (os.getpid(), Database(settings), settings)
     return _process_database[1], _process_database[2]
 

@@ -5,6 +5,8 @@ only copy of anything.
       scan   settle repositories a crash left with open intents (under their locks),
              enqueue every confirmed event that no job is waiting for
       work   RQ jobs until idle for ``scan_interval`` s, or ``MAX_JOBS_BETWEEN_SCANS`` jobs
+    beside it, in a thread: the lease sweeper (``forge_ci.coordinator.sweeper``) every 2 s,
+    which ends attempts whose runner fell silent (``lost``) or ran out of time
 
 A push whose enqueue failed (Redis down) is picked up by the next scan; a job that failed is
 enqueued again by the scan after it (RQ keeps it as failed, not pending).
@@ -22,6 +24,8 @@ import redis
 from rq import Worker
 from sqlalchemy.exc import SQLAlchemyError
 
+from forge_ci.coordinator.sweeper import Sweeper
+from forge_ci.coordinator.wakeups import install_publisher
 from forge_ci.db import Database
 from forge_ci.errors import ForgeCIError, RepositoryBusy, Unavailable
 from forge_ci.locks import repository_lock
@@ -78,6 +82,16 @@ def run(
     database.require_current_schema()
     queue = JobQueue(settings)
     stopping = threading.Event()
+    # Jobs this process queues (a lost attempt's dependents) wake waiting claims at once.
+    install_publisher(settings.redis_url)
+    # Work horses import the job's code from their parent instead of each importing it anew.
+    import worker.jobs  # noqa: F401
+    sweeper_database = Database(settings)
+    sweeper = Sweeper(sweeper_database.session)
+    if burst:
+        sweeper.run_once()
+    else:
+        threading.Thread(target=sweeper.run_forever, name="lease-sweeper", daemon=True).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
@@ -117,5 +131,7 @@ def run(
             if burst or worker.stop_requested:
                 break
     finally:
+        sweeper.stop()
         queue.close()
         database.dispose()
+        sweeper_database.dispose()
