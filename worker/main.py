@@ -86,6 +86,7 @@ def run(
     install_publisher(settings.redis_url)
     # Work horses import the job's code from their parent instead of each importing it anew.
     import worker.jobs  # noqa: F401
+
     sweeper_database = Database(settings)
     sweeper = Sweeper(sweeper_database.session)
     if burst:

@@ -34,20 +34,44 @@ def _check_private(path: str) -> None:
 
 
 @click.command("run")
-@click.option("--server", "server_url", required=True, help="The server's origin, e.g. "
-              "http://127.0.0.1:8080 (its runner API is under /-/runner-api/v1).")
-@click.option("--token-file", required=True,
-              help="File holding this provider's token (mode 0600; - for stdin).")
-@click.option("--slots", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Jobs run at once, each in its own container.")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Claims in flight and sockets (default: <data dir>/provider).")
+@click.option(
+    "--server",
+    "server_url",
+    required=True,
+    help="The server's origin, e.g. "
+    "http://127.0.0.1:8080 (its runner API is under /-/runner-api/v1).",
+)
+@click.option(
+    "--token-file",
+    required=True,
+    help="File holding this provider's token (mode 0600; - for stdin).",
+)
+@click.option(
+    "--slots",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Jobs run at once, each in its own container.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Claims in flight and sockets (default: <data dir>/provider).",
+)
 @click.option("--runner-image", help="Job image (default: the runner_image setting).")
-@click.option("--egress-network", help="Let jobs reach the network through this dedicated "
-              "bridge (created with enable_icc=false); default: no network.")
+@click.option(
+    "--egress-network",
+    help="Let jobs reach the network through this dedicated "
+    "bridge (created with enable_icc=false); default: no network.",
+)
 @click.option("--cpus", type=click.FloatRange(0.01, 1024), default=2.0, show_default=True)
-@click.option("--memory-mb", type=click.IntRange(128, 1024 * 1024), default=2048,
-              show_default=True, help="Memory per job, /tmp included; no swap.")
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(128, 1024 * 1024),
+    default=2048,
+    show_default=True,
+    help="Memory per job, /tmp included; no swap.",
+)
 @click.option("--pids", type=click.IntRange(16, 1_000_000), default=512, show_default=True)
 def run(
     server_url: str,

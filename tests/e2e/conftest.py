@@ -16,9 +16,7 @@ from tests.e2e.forge import Forge, docker_names
 
 
 @pytest.fixture(scope="session")
-def forge(
-    runner_image: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Forge]:
+def forge(runner_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forge]:
     for tool in ("git", "ssh", "redis-server"):
         if shutil.which(tool) is None:
             need(f"{tool} is not installed")

@@ -52,9 +52,7 @@ def free_port() -> int:
         return port
 
 
-def wait_for(
-    what: str, check: Callable[[], Any], timeout: float, interval: float = 0.1
-) -> Any:
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
     """``check()``'s first truthy value, or AssertionError naming ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -257,8 +255,9 @@ class Forge:
             return view if view is not None and view.state == "completed" else None
 
         try:
-            result: RunView = wait_for(f"run {number} of {full_name} to end", completed, timeout,
-                                       0.2)
+            result: RunView = wait_for(
+                f"run {number} of {full_name} to end", completed, timeout, 0.2
+            )
         except AssertionError:
             raise AssertionError(self.diagnose(full_name, number)) from None
         return result
@@ -304,8 +303,10 @@ class Forge:
 
     def diagnose(self, full_name: str, number: int) -> str:
         view = self.run(full_name, number)
-        jobs = "" if view is None else repr(
-            [(j.key, j.state, j.conclusion, j.status_reason) for j in view.jobs]
+        jobs = (
+            ""
+            if view is None
+            else repr([(j.key, j.state, j.conclusion, j.status_reason) for j in view.jobs])
         )
         tail = {name: self.log(name)[-3000:] for name in ("worker", "provider")}
         return f"run {number} of {full_name}: {jobs}\n" + "\n".join(

@@ -182,8 +182,10 @@ class AttemptExecutor:
             if interrupted_at is None and self.interrupted():
                 interrupted_at = now
                 outcome.stopped_by = "interrupted: the provider is stopping"
-                log.info("attempt %s: the provider is stopping; interrupting the runner",
-                         handle.attempt_id)
+                log.info(
+                    "attempt %s: the provider is stopping; interrupting the runner",
+                    handle.attempt_id,
+                )
                 self.driver.interrupt(handle)
             late = now > limit or (
                 interrupted_at is not None and now - interrupted_at > INTERRUPT_GRACE_SECONDS
@@ -214,8 +216,9 @@ class AttemptExecutor:
                     self._log_line(handle, stream, pending)
                     pending = b""
         except ForgeCIError as exc:
-            log.warning("attempt %s: could not read the runner's %s: %s",
-                        handle.attempt_id, stream, exc)
+            log.warning(
+                "attempt %s: could not read the runner's %s: %s", handle.attempt_id, stream, exc
+            )
         if pending.strip():
             self._log_line(handle, stream, pending)
             last = pending

@@ -230,8 +230,9 @@ class Relay:
                 upstream.endheaders(body)
                 response = upstream.getresponse()
             except (OSError, http.client.HTTPException) as exc:
-                log.warning("attempt %s: the server did not answer %s: %s", self.attempt_id, path,
-                            exc)
+                log.warning(
+                    "attempt %s: the server did not answer %s: %s", self.attempt_id, path, exc
+                )
                 self._answer_error(conn, 502, "upstream_unavailable", "the server did not answer")
                 return
             self.forwarded += 1
