@@ -84,8 +84,10 @@ def run(
     stopping = threading.Event()
     # Jobs this process queues (a lost attempt's dependents) wake waiting claims at once.
     install_publisher(settings.redis_url)
-    # Work horses import the job's code from their parent instead of each importing it anew.
-    import worker.jobs  # noqa: F401
+    # Work horses get the job's code, loaded and configured, from their parent (fork).
+    from worker.jobs import preload
+
+    preload()
 
     sweeper_database = Database(settings)
     sweeper = Sweeper(sweeper_database.session)

@@ -85,6 +85,8 @@ class Forge:
     root: Path
     redis_url: str
     runner_image: str
+    #: Environment for every process, over the defaults below (``None`` removes a variable).
+    overrides: dict[str, str | None] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -107,6 +109,11 @@ class Forge:
             "FORGE_CI_TEST_FAULTS": f"job-minute-seconds={JOB_MINUTE_SECONDS}",
         }
         self.env.pop("FORGE_CI_CONFIG", None)
+        for name, value in self.overrides.items():
+            if value is None:
+                self.env.pop(name, None)
+            else:
+                self.env[name] = value
         self.settings: Settings = load_settings(self.env)
         self.token_file = self.root / "provider-token"
         self.state_dir = self.root / "provider-state"

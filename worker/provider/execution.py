@@ -142,7 +142,12 @@ class AttemptExecutor:
             )
             handle = self.driver.start_job(spec)
             outcome.timings["started"] = time.monotonic() - began
-            log.info("attempt %s: started container %s", attempt_id, handle.name)
+            log.info(
+                "attempt %s: started container %s in %.3f s",
+                attempt_id,
+                handle.name,
+                outcome.timings["started"],
+            )
             self._follow(assignment, handle, outcome)
         except (ForgeCIError, OSError, TimeoutError) as exc:
             outcome.error = str(exc) or type(exc).__name__
