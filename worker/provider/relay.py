@@ -46,6 +46,7 @@ MAX_CONNECTIONS = 16
 #: How long the server may take to answer (a source archive is bounded to 30 s there).
 UPSTREAM_SECONDS = 60.0
 _CHUNK = 64 * 1024
+_LINGER_SECONDS = 1.0
 _HEADER_NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _REASONS = {
     400: "Bad Request",
@@ -269,6 +270,13 @@ class Relay:
         try:
             conn.settimeout(5)
             conn.sendall(head.encode("ascii") + body)
+            # A lingering close: the client may still be sending what was refused unread. Drain
+            # it briefly, so it reads this answer instead of failing on a closed socket.
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(_LINGER_SECONDS)
+            drained = 0
+            while drained < MAX_BODY_BYTES and (chunk := conn.recv(_CHUNK)):
+                drained += len(chunk)
         except OSError:
             pass
 

@@ -160,11 +160,15 @@ class ProviderService:
             thread.start()
         for thread in threads:
             thread.join()
+        self.close()
+        if self._failure:
+            raise ProviderFailed(self._failure)
+
+    def close(self) -> None:
+        """Let go of the state directory (``run`` does this when it ends)."""
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-        if self._failure:
-            raise ProviderFailed(self._failure)
 
     def stop(self) -> None:
         """Stop claiming and interrupt running jobs (a signal handler may call this)."""
