@@ -17,6 +17,10 @@ from typing import Any
 from forge_ci.errors import ConfigurationError
 
 DEFAULT_DATA_DIR = "/var/lib/forge-ci"
+#: Runners heartbeat four times per lease when it is shorter than 20 s; below 2 s a busy
+#: machine would lose healthy jobs.
+MIN_LEASE_SECONDS = 2.0
+MAX_LEASE_SECONDS = 3600.0
 
 
 #: Fault points the code honours when testing is on (see docs/configuration.md, "Testing").
@@ -28,6 +32,8 @@ KNOWN_TEST_FAULTS = frozenset(
         "pause-before-committed-mark",
         # Pushes to OWNER/NAME run without hooks and record nothing (benchmark baseline).
         "unhooked",
+        # A job's timeout-minutes counts minutes of this many seconds (job timeout tests).
+        "job-minute-seconds",
     }
 )
 
@@ -61,6 +67,9 @@ class Settings:
     runner_image: str
     log_cap_bytes: int
     claim_wait_seconds: float
+    #: How long a claim or a heartbeat leases an attempt; a runner that stops renewing it for
+    #: this long makes the job ``lost``. Shorter leases notice dead providers sooner.
+    lease_seconds: float = 60.0
     #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
     #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
     test_faults: tuple[TestFault, ...] = ()
@@ -71,6 +80,12 @@ class Settings:
             if fault.name == name:
                 return fault
         return None
+
+    @property
+    def job_minute_seconds(self) -> float:
+        """Seconds in a minute of a job's ``timeout-minutes``: 60, except in timeout tests."""
+        fault = self.test_fault("job-minute-seconds")
+        return float(fault.argument) if fault is not None else 60.0
 
     # Derived locations inside the data directory -------------------------------------------
     @property
@@ -114,6 +129,7 @@ _ENV = {
     "runner_image": "FORGE_CI_RUNNER_IMAGE",
     "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
+    "lease_seconds": "FORGE_CI_LEASE_SECONDS",
 }
 # Read from the environment only (never from the TOML file): a deployment's configuration file
 # must not be able to switch fault injection on.
@@ -173,6 +189,16 @@ def parse_test_faults(environ: Mapping[str, str]) -> tuple[TestFault, ...]:
                 f"{_TEST_FAULTS_VAR}: unknown fault {name!r}; known: "
                 + ", ".join(sorted(KNOWN_TEST_FAULTS))
             )
+        if name == "job-minute-seconds":
+            try:
+                valid = 0.5 <= float(argument) <= 60
+            except ValueError:
+                valid = False
+            if not valid:
+                raise ConfigurationError(
+                    f"{_TEST_FAULTS_VAR}: job-minute-seconds needs seconds between 0.5 and 60,"
+                    f" got {argument!r}"
+                )
         faults.append(TestFault(name, argument))
     return tuple(faults)
 
@@ -246,5 +272,16 @@ def load_settings(
         claim_wait_seconds=_positive_float(
             raw.get("claim_wait_seconds", 20), "FORGE_CI_CLAIM_WAIT_SECONDS"
         ),
+        lease_seconds=_lease_seconds(raw.get("lease_seconds", 60)),
         test_faults=parse_test_faults(environ),
     )
+
+
+def _lease_seconds(value: Any) -> float:
+    seconds = _positive_float(value, "FORGE_CI_LEASE_SECONDS")
+    if not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
+        raise ConfigurationError(
+            f"FORGE_CI_LEASE_SECONDS must be between {MIN_LEASE_SECONDS:g} and"
+            f" {MAX_LEASE_SECONDS:g}, got {value!r}"
+        )
+    return seconds

@@ -274,3 +274,41 @@ def redis_url(redis_server: RedisServer) -> str:
         redis_server.start()
     redis_server.flush()
     return redis_server.url
+
+
+# --- Docker -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """A reachable Docker engine, or a skip naming what is missing (deploy/start-dockerd)."""
+    from forge_ci.errors import Unavailable
+    from worker.provider.containers import DockerDriver
+
+    if shutil.which("docker") is None:
+        need("Docker engine not reachable: the docker CLI is not installed")
+    try:
+        with DockerDriver("probe") as engine:
+            engine.ping()
+    except Unavailable as exc:
+        reason = str(exc)
+        if not reason.startswith("Docker engine not reachable"):
+            reason = f"Docker engine not reachable: {reason}"
+        need(f"{reason} (start one with deploy/start-dockerd)")
+
+
+@pytest.fixture(scope="session")
+def runner_image(docker_engine: None) -> str:
+    """The runner image of this checkout, built (or found up to date) once per session."""
+    tag = os.environ.get("FORGE_CI_RUNNER_IMAGE") or "forge-ci-runner:latest"
+    done = subprocess.run(
+        [str(REPO_ROOT / "deploy" / "build-runner-image")],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "FORGE_CI_RUNNER_IMAGE": tag},
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"deploy/build-runner-image failed:\n{done.stderr}")
+    return tag

@@ -5,6 +5,8 @@ only copy of anything.
       scan   settle repositories a crash left with open intents (under their locks),
              enqueue every confirmed event that no job is waiting for
       work   RQ jobs until idle for ``scan_interval`` s, or ``MAX_JOBS_BETWEEN_SCANS`` jobs
+    beside it, in a thread: the lease sweeper (``forge_ci.coordinator.sweeper``) every 2 s,
+    which ends attempts whose runner fell silent (``lost``) or ran out of time
 
 A push whose enqueue failed (Redis down) is picked up by the next scan; a job that failed is
 enqueued again by the scan after it (RQ keeps it as failed, not pending).
@@ -22,6 +24,8 @@ import redis
 from rq import Worker
 from sqlalchemy.exc import SQLAlchemyError
 
+from forge_ci.coordinator.sweeper import Sweeper
+from forge_ci.coordinator.wakeups import install_publisher
 from forge_ci.db import Database
 from forge_ci.errors import ForgeCIError, RepositoryBusy, Unavailable
 from forge_ci.locks import repository_lock
@@ -78,6 +82,19 @@ def run(
     database.require_current_schema()
     queue = JobQueue(settings)
     stopping = threading.Event()
+    # Jobs this process queues (a lost attempt's dependents) wake waiting claims at once.
+    install_publisher(settings.redis_url)
+    # Work horses get the job's code, loaded and configured, from their parent (fork).
+    from worker.jobs import preload
+
+    preload()
+
+    sweeper_database = Database(settings)
+    sweeper = Sweeper(sweeper_database.session)
+    if burst:
+        sweeper.run_once()
+    else:
+        threading.Thread(target=sweeper.run_forever, name="lease-sweeper", daemon=True).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
@@ -99,8 +116,8 @@ def run(
             if stopping.is_set():
                 break
             try:
-                worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
                 # The scheduler starts retries that jobs asked for (Retry in 30 s).
+                worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
                 worker.work(
                     burst=burst,
                     with_scheduler=True,
@@ -117,5 +134,7 @@ def run(
             if burst or worker.stop_requested:
                 break
     finally:
+        sweeper.stop()
         queue.close()
         database.dispose()
+        sweeper_database.dispose()

@@ -19,6 +19,7 @@ from forge_ci.cli import (
     database,
     events,
     hooks,
+    provider_run,
     providers,
     repos,
     runlogs,
@@ -55,6 +56,7 @@ for group in (
 ):
     cli.add_command(group)
 runs.run.add_command(runlogs.logs)
+providers.provider.add_command(provider_run.run)
 
 
 def main(argv: list[str] | None = None) -> int:

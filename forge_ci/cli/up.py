@@ -1,4 +1,12 @@
-"""``forge-ci up``: every service on one machine with the embedded defaults."""
+"""``forge-ci up``: every service on one machine with the embedded defaults.
+
+init ──► private Redis (the default URL) ──► worker, ssh, web ──► ports answer
+     ──► Docker reachable and the runner image built?
+           yes: ``provider ensure`` (name local, labels self-hosted,linux, scope all, token
+                in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
+           no:  say what is missing; jobs stay queued until a provider comes
+     ──► with --demo: the demo (forge_ci.demo) ──► wait, or stop with --exit-after-demo
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,10 @@ from forge_ci.settings import Settings, load_settings
 
 #: Services in start order; each is a ``forge-ci`` subcommand run as a child process.
 SERVICES = ("worker", "ssh", "web", "provider")
+#: The provider ``up`` registers for this machine.
+LOCAL_PROVIDER = "local"
+LOCAL_LABELS = "self-hosted,linux"
+LOCAL_SLOTS = 2
 
 
 def wait_for_port(host: str, port: int, timeout: float = 30) -> bool:
@@ -93,7 +105,7 @@ def up(demo: bool, exit_after_demo: bool) -> None:
         started = []
         for service in SERVICES:
             argv = _service_argv(root, service)
-            if argv is None:
+            if argv is None or service == "provider":
                 continue
             supervisor.start(service_child(config, service, argv))
             started.append(service)
@@ -102,9 +114,18 @@ def up(demo: bool, exit_after_demo: bool) -> None:
             raise Unavailable(f"the SSH server did not listen on {config.ssh_listen}")
         if "web" in started and config.web_listen[1] and not wait_for_port(*config.web_listen):
             raise Unavailable(f"the web server did not listen on {config.web_listen}")
+        problem = None
+        if _service_argv(root, "provider") is not None and "web" in started:
+            problem = docker_problem(config)
+            if problem is None:
+                argv = local_provider(ctx, config)
+                supervisor.start(service_child(config, "provider", argv))
+                started.append("provider")
         for service in started:
             click.echo(f"{service:<9} started (log: {config.run_dir / (service + '.log')})")
-        missing = [s for s in SERVICES if s not in started]
+        if problem is not None:
+            click.echo(f"provider  not started: {problem}")
+        missing = [s for s in SERVICES if s not in started and (s != "provider" or not problem)]
         if missing:
             click.echo(f"not available in this version: {', '.join(missing)}")
         if demo:
@@ -121,3 +142,45 @@ def up(demo: bool, exit_after_demo: bool) -> None:
             )
     finally:
         supervisor.stop()
+
+
+def docker_problem(config: Settings) -> str | None:
+    """Why this machine cannot run jobs now (Docker, the runner image), or None."""
+    from worker.provider.containers import DockerDriver
+
+    try:
+        with DockerDriver("up", runner_image=config.runner_image, timeout=10) as driver:
+            driver.ping()
+            if not driver.image_exists():
+                return (
+                    f"the runner image {config.runner_image} is not built: jobs will stay queued;"
+                    " build it with deploy/build-runner-image"
+                )
+    except Unavailable as exc:
+        return f"Docker is not reachable ({exc}): jobs will stay queued; run deploy/start-dockerd"
+    return None
+
+
+def local_provider(ctx: click.Context, config: Settings) -> list[str]:
+    """Register (or refresh) this machine's provider; return the arguments that run it."""
+    from forge_ci.cli.providers import provider_ensure
+    from forge_ci.coordinator.credentials import new_token
+
+    token_file = config.data_dir / "provider-token"
+    if not token_file.exists():
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(new_token() + "\n")
+    ctx.invoke(
+        provider_ensure,
+        name=LOCAL_PROVIDER,
+        token_file=str(token_file),
+        labels=LOCAL_LABELS,
+        scope="all",
+        repositories=None,
+    )
+    host, port = config.web_listen
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    server = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return ["run", "--server", server, "--token-file", str(token_file), "--slots", str(LOCAL_SLOTS)]

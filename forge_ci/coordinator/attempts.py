@@ -49,6 +49,8 @@ from forge_ci.protocol import (
 )
 from forge_ci.runs.scheduling import complete_job, request_job_cancel
 
+MINUTE = timedelta(minutes=1)
+
 
 def status_of(attempt: Attempt, now: datetime) -> AttemptStatus:
     """The attempt as every runner endpoint reports it."""
@@ -194,8 +196,18 @@ def require_execution(attempt: Attempt, execution_id: str) -> None:
         raise ExecutionMismatch(f"attempt {attempt.id} is bound to another runner instance")
 
 
-def start(session: Session, attempt: Attempt, request: StartRequest, now: datetime) -> None:
-    """Bind the runner instance and fix the job deadline; repeats by the same instance are fine."""
+def start(
+    session: Session,
+    attempt: Attempt,
+    request: StartRequest,
+    now: datetime,
+    lease: timedelta = LEASE,
+    minute: timedelta = MINUTE,
+) -> None:
+    """Bind the runner instance and fix the job deadline; repeats by the same instance are fine.
+
+    ``minute`` is how long one of the job's ``timeout-minutes`` lasts (shorter only in tests).
+    """
     reconcile(session, attempt, now)
     _require_live(attempt)
     if attempt.state == "running":
@@ -206,12 +218,18 @@ def start(session: Session, attempt: Attempt, request: StartRequest, now: dateti
     attempt.state = "running"
     attempt.execution_id = request.execution_id
     attempt.started_at = now
-    attempt.job_deadline_at = now + timedelta(minutes=attempt.timeout_minutes)
-    attempt.lease_expires_at = min(now + LEASE, attempt.job_deadline_at)
+    attempt.job_deadline_at = now + attempt.timeout_minutes * minute
+    attempt.lease_expires_at = min(now + lease, attempt.job_deadline_at)
     refresh_next_check(attempt)
 
 
-def heartbeat(session: Session, attempt: Attempt, request: HeartbeatRequest, now: datetime) -> None:
+def heartbeat(
+    session: Session,
+    attempt: Attempt,
+    request: HeartbeatRequest,
+    now: datetime,
+    lease: timedelta = LEASE,
+) -> None:
     """Renew a running attempt's lease (up to the job deadline); recheck authorization.
 
     Before start the heartbeat only reports status: leased work never holds a lease longer
@@ -224,7 +242,7 @@ def heartbeat(session: Session, attempt: Attempt, request: HeartbeatRequest, now
             raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
         return
     require_execution(attempt, request.execution_id)
-    attempt.lease_expires_at = renewed_lease(attempt, now)
+    attempt.lease_expires_at = renewed_lease(attempt, now, lease)
     refresh_next_check(attempt)
     if attempt.cancel_requested_at is None:
         job = _job(session, attempt)

@@ -9,7 +9,7 @@ transition of that repository takes, with ``FOR UPDATE SKIP LOCKED``)::
       ─► repositories with queued jobs in the provider's scope, least recently served first
       ─► per repository, oldest queued job first: labels ⊆ provider labels, requester still
          authorized (else the job is cancelled), secrets deliverable (else the job fails)
-      ─► attempt leased for 60 s, job running, steps pending, assignment built
+      ─► attempt leased for 60 s (the lease setting), job running, steps pending, assignment built
 
 Fairness: a repository that was served least recently goes first, so one repository with a
 thousand queued jobs cannot starve another with one (ties: the oldest queued job).
@@ -281,6 +281,7 @@ def _allocate(
     digest: str,
     issued: secrets.StepSecrets,
     now: datetime,
+    lease: timedelta,
 ) -> Assignment:
     run = job.run
     plan_job = job.definition()
@@ -298,7 +299,7 @@ def _allocate(
         state="leased",
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
-        lease_expires_at=now + LEASE,
+        lease_expires_at=now + lease,
         log_mask=MASKERS.get([request.attempt_token, *values]).mask,
     )
     refresh_next_check(attempt)
@@ -328,6 +329,7 @@ def _claim_in_repository(
     digest: str,
     now: datetime,
     source: secrets.SecretSource,
+    lease: timedelta,
 ) -> Assignment | None:
     labels = provider.label_set
     refusals: dict[int, str | None] = {}
@@ -358,7 +360,7 @@ def _claim_in_repository(
         except secrets.SecretUnavailable as exc:
             complete_job(session, job, states.FAILURE, {}, reason=exc.message, now=now)
             continue
-        return _allocate(session, provider, job, request, digest, issued, now)
+        return _allocate(session, provider, job, request, digest, issued, now, lease)
     return None
 
 
@@ -370,6 +372,7 @@ def claim_once(
     source: secrets.SecretSource,
     *,
     wait_for_repository: int | None = None,
+    lease: timedelta = LEASE,
 ) -> ClaimOutcome:
     """One claim transaction on a fresh session; the caller commits (also when it is empty)."""
     begin_write(session)
@@ -401,7 +404,7 @@ def claim_once(
             busy.append(repository_id)
             continue
         assignment = _claim_in_repository(
-            session, provider, repository_id, request, digest, now, source
+            session, provider, repository_id, request, digest, now, source, lease
         )
         if assignment is not None:
             return ClaimOutcome(assignment)
@@ -481,6 +484,7 @@ def claim(
     source: secrets.SecretSource | None = None,
     clock: Callable[[], datetime] = utcnow,
     lock_dir: Path | None = None,
+    lease: timedelta = LEASE,
 ) -> Assignment | None:
     """Claim once (no waiting) and commit; see :func:`claim_once` for the rules.
 
@@ -503,7 +507,13 @@ def claim(
         with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
             try:
                 outcome = claim_once(
-                    session, token, request, clock(), source, wait_for_repository=wait_for
+                    session,
+                    token,
+                    request,
+                    clock(),
+                    source,
+                    wait_for_repository=wait_for,
+                    lease=lease,
                 )
                 session.commit()
             except ClaimConflict:

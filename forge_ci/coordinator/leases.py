@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from forge_ci import states
 from forge_ci.models import Attempt, Job
 
+#: The default lease; ``Settings.lease_seconds`` (``Coordinator.lease``) may set another.
 LEASE = timedelta(seconds=60)
 CANCEL_GRACE = timedelta(seconds=15)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -35,9 +36,9 @@ def to_ms(moment: datetime | None) -> int:
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
-def renewed_lease(attempt: Attempt, now: datetime) -> datetime:
+def renewed_lease(attempt: Attempt, now: datetime, lease_time: timedelta = LEASE) -> datetime:
     """The lease a heartbeat grants now: 60 s, but never past the fixed job deadline."""
-    lease = now + LEASE
+    lease = now + lease_time
     if attempt.job_deadline_at is not None:
         lease = min(lease, attempt.job_deadline_at)
     return max(lease, attempt.lease_expires_at)
@@ -104,7 +105,6 @@ def due_verdict(attempt: Attempt, now: datetime) -> Verdict | None:
             states.TIMED_OUT, f"the job reached its time limit of {attempt.timeout_minutes} minutes"
         )
     if attempt.state == "leased":
-        return Verdict(
-            states.LOST, f"no runner started within {int(LEASE.total_seconds())} s of the claim"
-        )
+        window = (attempt.lease_expires_at - attempt.claimed_at).total_seconds()
+        return Verdict(states.LOST, f"no runner started within {window:g} s of the claim")
     return Verdict(states.LOST, "the lease expired: the runner stopped sending heartbeats")

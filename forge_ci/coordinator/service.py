@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sqlalchemy.orm import Session
@@ -83,6 +83,8 @@ class Coordinator:
         self.wakeups = wakeups or WakeupListener(None)
         self.secret_source = secret_source or secrets.NoSecretStore()
         self.clock = clock
+        self.lease = timedelta(seconds=settings.lease_seconds)
+        self.job_minute = timedelta(seconds=settings.job_minute_seconds)
         self._waiting = threading.BoundedSemaphore(max_waiting)
 
     # -- claims --------------------------------------------------------------------------------
@@ -109,6 +111,7 @@ class Coordinator:
             self.secret_source,
             self.clock,
             lock_dir=self.settings.locks_dir,
+            lease=self.lease,
         )
 
     def _signature(self) -> object:
@@ -167,7 +170,7 @@ class Coordinator:
 
     def start(self, token: str | None, attempt_id: int, request: StartRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:
-            attempts.start(session, attempt, request, now)
+            attempts.start(session, attempt, request, now, self.lease, self.job_minute)
 
         return self._attempt_request(token, attempt_id, operation)[1]
 
@@ -175,7 +178,7 @@ class Coordinator:
         self, token: str | None, attempt_id: int, request: HeartbeatRequest
     ) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:
-            attempts.heartbeat(session, attempt, request, now)
+            attempts.heartbeat(session, attempt, request, now, self.lease)
 
         return self._attempt_request(token, attempt_id, operation)[1]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.conftest import ROLES
+from tests.web.people import ROLES
 
 ADMIN_PAGES = ["/-/admin", "/-/admin/pipelines/providers"]
 

@@ -11,7 +11,7 @@ from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError, NotFound, SchemaNotCurrent
 from forge_ci.settings import Settings
 from tests.conftest import make_settings
-from tests.web.conftest import Browser
+from tests.web.people import Browser
 from web import create_app
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import select
 from forge_ci.db import Database
 from forge_ci.models import User
 from forge_ci.passwords import hash_password
-from tests.web.conftest import PASSWORD, Browser, People, csrf_from
+from tests.web.people import PASSWORD, Browser, People, csrf_from
 from web.auth import LOGIN_REFUSED, safe_next
 
 

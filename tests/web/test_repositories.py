@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.conftest import EVERYONE, READERS, ROLES, Browser
+from tests.web.people import EVERYONE, READERS, ROLES, Browser
 
 
 def test_anonymous_visitors_are_sent_to_the_login_page(browser: Browser) -> None:

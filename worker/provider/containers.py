@@ -6,7 +6,8 @@ Like builds.sr.ht's ``images/control``, the rest of the provider sees a handful 
     create_workspace                 a fresh labelled named volume for one attempt
     start_job                        create the hardened container, start it, write the stdin
                                      payload (assignment and attempt credential), close stdin
-    stream_output, wait, kill        follow or stop it
+    stream_output, wait              follow it
+    interrupt, kill                  ask it to stop (SIGTERM to the runner), or end it (SIGKILL)
     remove_job, remove_workspace     dispose of it: the container first, then its volume
     list_leftovers, remove_leftovers after a crash: only what carries this provider's label
 
@@ -393,11 +394,18 @@ class DockerDriver:
                 raise
         return int(result["StatusCode"])
 
+    def interrupt(self, handle: JobContainer) -> None:
+        """SIGTERM the runner (PID 1), which stops the job's steps and reports. Idempotent."""
+        self._signal(handle, "SIGTERM", "interrupting")
+
     def kill(self, handle: JobContainer) -> None:
         """SIGKILL the container. Idempotent: a stopped or removed container is fine."""
-        with _docker_errors(f"killing job container {handle.name}"):
+        self._signal(handle, "SIGKILL", "killing")
+
+    def _signal(self, handle: JobContainer, signal: str, doing: str) -> None:
+        with _docker_errors(f"{doing} job container {handle.name}"):
             try:
-                self._api.kill(handle.id)
+                self._api.kill(handle.id, signal=signal)
             except docker.errors.NotFound:
                 return
             except docker.errors.APIError as exc:

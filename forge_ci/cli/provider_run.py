@@ -1,0 +1,121 @@
+"""``forge-ci provider run``: the Docker provider service (``worker.provider.service``).
+
+It needs no database: only the server's URL, its provider token (a file, never argv) and a
+Docker engine. Everything it must remember between runs lives in ``--state-dir``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import stat
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from forge_ci.cli.common import settings
+from forge_ci.cli.providers import read_token
+from forge_ci.errors import InvalidInput
+
+
+def _check_private(path: str) -> None:
+    if path == "-":
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # read_token names the problem
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InvalidInput(
+            f"token file {path} can be read by other users; make it private (chmod 600 {path})"
+        )
+
+
+@click.command("run")
+@click.option(
+    "--server",
+    "server_url",
+    required=True,
+    help="The server's origin, e.g. "
+    "http://127.0.0.1:8080 (its runner API is under /-/runner-api/v1).",
+)
+@click.option(
+    "--token-file",
+    required=True,
+    help="File holding this provider's token (mode 0600; - for stdin).",
+)
+@click.option(
+    "--slots",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Jobs run at once, each in its own container.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Claims in flight and sockets (default: <data dir>/provider).",
+)
+@click.option("--runner-image", help="Job image (default: the runner_image setting).")
+@click.option(
+    "--egress-network",
+    help="Let jobs reach the network through this dedicated "
+    "bridge (created with enable_icc=false); default: no network.",
+)
+@click.option("--cpus", type=click.FloatRange(0.01, 1024), default=2.0, show_default=True)
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(128, 1024 * 1024),
+    default=2048,
+    show_default=True,
+    help="Memory per job, /tmp included; no swap.",
+)
+@click.option("--pids", type=click.IntRange(16, 1_000_000), default=512, show_default=True)
+def run(
+    server_url: str,
+    token_file: str,
+    slots: int,
+    state_dir: Path | None,
+    runner_image: str | None,
+    egress_network: str | None,
+    cpus: float,
+    memory_mb: int,
+    pids: int,
+) -> None:
+    """Claim jobs from the server and run each in a fresh job container, until SIGTERM."""
+    from worker.provider.containers import JobLimits
+    from worker.provider.service import ProviderConfig, ProviderService
+    from worker.provider.upstream import Server
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = settings()
+    _check_private(token_file)
+    token = read_token(token_file)
+    service = ProviderService(
+        ProviderConfig(
+            server=Server.parse(server_url),
+            token=token,
+            state_dir=state_dir or config.data_dir / "provider",
+            runner_image=runner_image or config.runner_image,
+            slots=slots,
+            egress_network=egress_network,
+            limits=JobLimits(cpus=cpus, memory_bytes=memory_mb * 1024 * 1024, pids=pids),
+            docker_url=os.environ.get("DOCKER_HOST") or None,
+        )
+    )
+    service.prepare()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        logging.getLogger("worker.provider").info(
+            "%s: stopping (no more claims; running jobs are interrupted)",
+            signal.Signals(signum).name,
+        )
+        service.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    service.run()
