@@ -1,0 +1,121 @@
+"""The job dependency graph of a run, drawn as SVG on the server.
+
+Layout: a job's column is the length of the longest chain of ``needs`` before it, so every edge
+points right; within a column, jobs are ordered by where the jobs they need sit (then by their
+order in the workflow), which keeps most edges short and uncrossed::
+
+    column 0        column 1        column 2
+    ┌───────┐       ┌───────┐
+    │ lint  │──────►│ test  │─┐     ┌────────┐
+    └───────┘   ┌──►└───────┘ └────►│ deploy │
+    ┌───────┐   │                   └────────┘
+    │ build │───┘
+    └───────┘
+
+Each node is a link to the job's log and carries ``data-job`` and a ``status-<status>`` class,
+so the page's script can recolour it as the run progresses. All text is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from markupsafe import Markup, escape
+
+from forge_ci.runs.details import JobDetail
+from web.present import label, status, symbol
+
+NODE_WIDTH = 184
+NODE_HEIGHT = 36
+COLUMN_GAP = 56
+ROW_GAP = 14
+PAD = 8
+MAX_NAME = 21
+
+
+def _columns(jobs: Sequence[JobDetail]) -> list[list[JobDetail]]:
+    by_id = {job.id: job for job in jobs}
+    depth: dict[int, int] = {}
+
+    def depth_of(job: JobDetail, seen: frozenset[int] = frozenset()) -> int:
+        if job.id in depth:
+            return depth[job.id]
+        parents = [by_id[n] for n in job.needs if n in by_id and n not in seen]
+        value = 1 + max((depth_of(p, seen | {job.id}) for p in parents), default=-1)
+        depth[job.id] = value
+        return value
+
+    columns: list[list[JobDetail]] = []
+    for job in jobs:
+        column = depth_of(job)
+        while len(columns) <= column:
+            columns.append([])
+        columns[column].append(job)
+    row: dict[int, int] = {}
+    for index, column in enumerate(columns):
+        if index > 0:
+            column.sort(key=lambda job, order=list(column): _weight(job, row, order))
+        for position, job in enumerate(column):
+            row[job.id] = position
+    return columns
+
+
+def _weight(job: JobDetail, row: dict[int, int], order: list[JobDetail]) -> tuple[float, int]:
+    """Sort key in a column: the mean row of the jobs it needs, then workflow order."""
+    rows = [row[n] for n in job.needs if n in row]
+    return (sum(rows) / len(rows) if rows else 0.0, order.index(job))
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+
+
+def dependency_graph(jobs: Sequence[JobDetail], href: Callable[[JobDetail], str]) -> Markup:
+    """The SVG of ``jobs`` and their ``needs`` edges; ``href`` links each node to its job."""
+    if not jobs:
+        return Markup("")
+    columns = _columns(jobs)
+    place: dict[int, tuple[int, int]] = {}
+    for column_index, column in enumerate(columns):
+        for row_index, job in enumerate(column):
+            place[job.id] = (
+                PAD + column_index * (NODE_WIDTH + COLUMN_GAP),
+                PAD + row_index * (NODE_HEIGHT + ROW_GAP),
+            )
+    width = PAD * 2 + len(columns) * NODE_WIDTH + (len(columns) - 1) * COLUMN_GAP
+    rows = max(len(column) for column in columns)
+    height = PAD * 2 + rows * NODE_HEIGHT + (rows - 1) * ROW_GAP
+    parts = [
+        f'<svg class="graph" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="Dependency graph of the run\'s jobs">'
+    ]
+    for job in jobs:
+        x2, y2 = place[job.id]
+        for need in job.needs:
+            if need not in place:
+                continue
+            x1, y1 = place[need]
+            sx, sy = x1 + NODE_WIDTH, y1 + NODE_HEIGHT // 2
+            ex, ey = x2, y2 + NODE_HEIGHT // 2
+            bend = COLUMN_GAP // 2 + (ex - sx) // 4
+            parts.append(
+                f'<path class="edge" data-from="{need}" data-to="{job.id}" '
+                f'd="M{sx},{sy} C{sx + bend},{sy} {ex - bend},{ey} {ex},{ey}"/>'
+            )
+    for job in jobs:
+        x, y = place[job.id]
+        current = status(job.state, job.conclusion)
+        title = f"{job.name}: {label(current)}"
+        parts.append(
+            f'<a href="{escape(href(job))}" class="node status-{escape(current)}" '
+            f'data-job="{job.id}">'
+            f"<title>{escape(title)}</title>"
+            f'<rect x="{x}" y="{y}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="6"/>'
+            f'<text class="mark" x="{x + 16}" y="{y + NODE_HEIGHT // 2 + 5}" '
+            f'text-anchor="middle">{escape(symbol(current))}</text>'
+            f'<text class="name" x="{x + 30}" y="{y + NODE_HEIGHT // 2 + 5}">'
+            f"{escape(_short(job.name))}</text></a>"
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
