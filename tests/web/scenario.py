@@ -7,6 +7,7 @@ dispatched by olivia, claimed and executed through the coordinator by a register
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from dataclasses import dataclass, field
 
@@ -14,13 +15,13 @@ import pygit2
 from pygit2.enums import FileMode
 from sqlalchemy import select
 
-from forge_ci.authz import Actor
+from forge_ci.authz import Actor, Role
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.providers import create_provider
 from forge_ci.coordinator.service import Coordinator
 from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
-from forge_ci.models import Attempt, Job, Run, User
+from forge_ci.models import Attempt, Job, PushEvent, Run, User, utcnow
 from forge_ci.protocol import (
     Assignment,
     ClaimRequest,
@@ -29,7 +30,9 @@ from forge_ci.protocol import (
     StartRequest,
     StepRequest,
 )
+from forge_ci.repos import find_repository
 from forge_ci.runs.dispatch import dispatch_run
+from forge_ci.runs.events import process_push_event
 from forge_ci.settings import Settings
 from tests.web.people import OPERATOR, REPO
 
@@ -124,9 +127,7 @@ class Pipelines:
         self.provider_token: str | None = None
 
     def commit(self, files: dict[str, str], branch: str = "main") -> str:
-        git = pygit2.Repository(
-            str(repository_path(self.settings.repositories_dir, "olivia", "app"))
-        )
+        git = self._git()
         ref = f"refs/heads/{branch}"
         parents = [git.references[ref].target] if ref in git.references else []
         index = pygit2.Index()
@@ -149,6 +150,45 @@ class Pipelines:
             assert olivia is not None
             run = dispatch_run(session, self.settings, Actor.for_user(olivia), REPO, "main", path)
             return run.number
+
+    def push(self, files: dict[str, str], pusher: str = "olivia") -> int:
+        """Commit ``files`` and record and process a push event, as the SSH push path would."""
+        old = self._tip()
+        new = self.commit(files)
+        with self.database.session() as session:
+            user = session.scalar(select(User).where(User.name == pusher))
+            repo = find_repository(session, OPERATOR, REPO, Role.READ)
+            assert user is not None
+            event = PushEvent(
+                repository_id=repo.id,
+                pusher_id=user.id,
+                push_session=secrets.token_hex(8),
+                ref="refs/heads/main",
+                old_sha=old or "0" * 40,
+                new_sha=new,
+                state="confirmed",
+                created_at=utcnow(),
+                settled_at=utcnow(),
+            )
+            session.add(event)
+            session.flush()
+            self._git().references.create(
+                f"refs/forge-ci/push-events/{event.id}", pygit2.Oid(hex=new)
+            )
+            session.commit()
+            process_push_event(session, self.settings, event.id)
+            session.commit()
+            return event.id
+
+    def _git(self) -> pygit2.Repository:
+        return pygit2.Repository(
+            str(repository_path(self.settings.repositories_dir, "olivia", "app"))
+        )
+
+    def _tip(self) -> str | None:
+        git = self._git()
+        ref = "refs/heads/main"
+        return str(git.references[ref].target) if ref in git.references else None
 
     def add_provider(
         self, name: str = "p1", labels: str = "self-hosted,linux", scope: str = "all"
@@ -187,3 +227,32 @@ class Pipelines:
             )
             assert attempt_id is not None
             return attempt_id
+
+
+@dataclass
+class StandardRun:
+    """Run #number of olivia/app: build succeeded, lint runs, test is queued (needs a gpu
+    provider, and there is none), deploy waits for test and lint."""
+
+    number: int
+    jobs: dict[str, int]
+    build_attempt: int
+    lint: Execution
+
+
+def standard_run(pipelines: Pipelines) -> StandardRun:
+    number = pipelines.dispatch()
+    pipelines.add_provider()
+    build = pipelines.claim()
+    assert build is not None and build.assignment.job_key == "build"
+    build.start()
+    build.run_all(lines_per_step=3)
+    lint = pipelines.claim()
+    assert lint is not None and lint.assignment.job_key == "lint"
+    lint.start()
+    step = lint.assignment.steps[0].id
+    lint.step(step, "running")
+    lint.log("checking <script>alert('x')</script>\nerror: line too long\n", step)
+    lint.log("partial line ", step, "stderr")
+    jobs = {key: pipelines.job_id(number, key) for key in ("build", "lint", "test", "deploy")}
+    return StandardRun(number, jobs, build.attempt_id, lint)
