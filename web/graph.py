@@ -1,16 +1,17 @@
 """The job dependency graph of a run, drawn as SVG on the server.
 
 Layout: a job's column is the length of the longest chain of ``needs`` before it, so every edge
-points right; within a column, jobs are ordered by where the jobs they need sit (then by their
-order in the workflow), which keeps most edges short and uncrossed::
+points right; a job that others need then moves right to just before the first of them (``lint``
+below sits beside ``test``, not under ``build``). Within a column, jobs are ordered by where the
+jobs they need sit (then by their order in the workflow), which keeps most edges uncrossed::
 
     column 0        column 1        column 2
     ┌───────┐       ┌───────┐
-    │ lint  │──────►│ test  │─┐     ┌────────┐
-    └───────┘   ┌──►└───────┘ └────►│ deploy │
-    ┌───────┐   │                   └────────┘
-    │ build │───┘
-    └───────┘
+    │ build │──────►│ test  │─┐     ┌────────┐
+    └───────┘       └───────┘ └────►│ deploy │
+                    ┌───────┐ ┌────►└────────┘
+                    │ lint  │─┘
+                    └───────┘
 
 Each node is a link to the job's log and carries ``data-job`` and a ``status-<status>`` class,
 so the page's script can recolour it as the run progresses. All text is escaped.
@@ -45,9 +46,21 @@ def _columns(jobs: Sequence[JobDetail]) -> list[list[JobDetail]]:
         depth[job.id] = value
         return value
 
+    for job in jobs:
+        depth_of(job)
+    # A job that others need moves right up to just before the first of them, so that an edge
+    # from a short chain does not run across a column of unrelated jobs.
+    dependents: dict[int, list[int]] = {job.id: [] for job in jobs}
+    for job in jobs:
+        for need in job.needs:
+            if need in dependents:
+                dependents[need].append(job.id)
+    for job in sorted(jobs, key=lambda j: -depth[j.id]):
+        if dependents[job.id]:
+            depth[job.id] = max(depth[job.id], min(depth[d] for d in dependents[job.id]) - 1)
     columns: list[list[JobDetail]] = []
     for job in jobs:
-        column = depth_of(job)
+        column = depth[job.id]
         while len(columns) <= column:
             columns.append([])
         columns[column].append(job)
@@ -60,10 +73,13 @@ def _columns(jobs: Sequence[JobDetail]) -> list[list[JobDetail]]:
     return columns
 
 
-def _weight(job: JobDetail, row: dict[int, int], order: list[JobDetail]) -> tuple[float, int]:
-    """Sort key in a column: the mean row of the jobs it needs, then workflow order."""
+def _weight(
+    job: JobDetail, row: dict[int, int], order: list[JobDetail]
+) -> tuple[bool, float, int]:
+    """Sort key in a column: jobs fed from the left first, by the mean row of what they need,
+    then workflow order."""
     rows = [row[n] for n in job.needs if n in row]
-    return (sum(rows) / len(rows) if rows else 0.0, order.index(job))
+    return (not rows, sum(rows) / len(rows) if rows else 0.0, order.index(job))
 
 
 def _short(name: str) -> str:

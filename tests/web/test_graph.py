@@ -35,7 +35,14 @@ def job(job_id: int, name: str, needs: tuple[int, ...] = (), state: str = "queue
 def test_columns_follow_the_longest_chain_of_needs() -> None:
     jobs = [job(1, "lint"), job(2, "build"), job(3, "test", (2,)), job(4, "deploy", (3, 1))]
     columns = [[j.name for j in column] for column in _columns(jobs)]
-    assert columns == [["lint", "build"], ["test"], ["deploy"]]
+    # lint is needed only by deploy: it sits just before it, beside test.
+    assert columns == [["build"], ["test", "lint"], ["deploy"]]
+
+
+def test_independent_jobs_stay_in_the_first_column() -> None:
+    jobs = [job(1, "a"), job(2, "b"), job(3, "c", (1,))]
+    columns = [[j.name for j in column] for column in _columns(jobs)]
+    assert columns == [["a", "b"], ["c"]]
 
 
 def test_every_edge_points_right_and_names_are_escaped() -> None:

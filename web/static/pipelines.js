@@ -481,14 +481,8 @@
 
   /* ---- Follow, copy, download, steps --------------------------------------------------- */
 
-  var ownScroll = false;
-
   function scrollToEnd() {
-    ownScroll = true;
     window.scrollTo(0, document.documentElement.scrollHeight);
-    window.setTimeout(function () {
-      ownScroll = false;
-    }, 100);
   }
 
   function setFollow(on) {
@@ -637,15 +631,25 @@
         setFilter(this.getAttribute("data-step") || "", this);
       });
     }
-    window.addEventListener("scroll", function () {
-      if (!log.follow || ownScroll) {
-        return;
+    // Follow ends when the reader moves up through the page (wheel, touch, keys); a scroll the
+    // browser makes on its own (resizing, content arriving) does not count.
+    function readerScrolled() {
+      if (log.follow) {
+        setFollow(false);
       }
-      var bottom = window.innerHeight + window.scrollY;
-      if (bottom < document.documentElement.scrollHeight - 40) {
-        setFollow(false);  // the reader scrolled away from the end
+    }
+    window.addEventListener("wheel", function (event) {
+      if (event.deltaY < 0) {
+        readerScrolled();
       }
     }, { passive: true });
+    window.addEventListener("touchmove", readerScrolled, { passive: true });
+    window.addEventListener("keydown", function (event) {
+      if (["ArrowUp", "PageUp", "Home"].indexOf(event.key) >= 0 &&
+          !/^(INPUT|TEXTAREA)$/.test(event.target.tagName)) {
+        readerScrolled();
+      }
+    });
   }
 
   /* ---- Live updates -------------------------------------------------------------------- */
@@ -837,7 +841,9 @@
   if (card && logEl && tools) {
     setUpLog();
   }
-  if (!finished()) {
+  if (finished()) {
+    poll.stopped = true;  // a finished run with its whole log on the page: nothing to ask
+  } else {
     schedule(poll.runTerminal ? 0 : POLL_MS);
   }
 
