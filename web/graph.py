@@ -73,9 +73,7 @@ def _columns(jobs: Sequence[JobDetail]) -> list[list[JobDetail]]:
     return columns
 
 
-def _weight(
-    job: JobDetail, row: dict[int, int], order: list[JobDetail]
-) -> tuple[bool, float, int]:
+def _weight(job: JobDetail, row: dict[int, int], order: list[JobDetail]) -> tuple[bool, float, int]:
     """Sort key in a column: jobs fed from the left first, by the mean row of what they need,
     then workflow order."""
     rows = [row[n] for n in job.needs if n in row]
