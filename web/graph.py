@@ -19,6 +19,7 @@ so the page's script can recolour it as the run progresses. All text is escaped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from markupsafe import Markup, escape
@@ -60,14 +61,15 @@ def _columns(jobs: Sequence[JobDetail]) -> list[list[JobDetail]]:
             depth[job.id] = max(depth[job.id], min(depth[d] for d in dependents[job.id]) - 1)
     columns: list[list[JobDetail]] = []
     for job in jobs:
-        column = depth[job.id]
-        while len(columns) <= column:
+        index = depth[job.id]
+        while len(columns) <= index:
             columns.append([])
-        columns[column].append(job)
+        columns[index].append(job)
     row: dict[int, int] = {}
     for index, column in enumerate(columns):
         if index > 0:
-            column.sort(key=lambda job, order=list(column): _weight(job, row, order))
+            order = list(column)
+            column.sort(key=functools.partial(_weight, row=row, order=order))
         for position, job in enumerate(column):
             row[job.id] = position
     return columns
