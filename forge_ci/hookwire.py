@@ -1,41 +1,56 @@
 """The conversation between a git hook and the SSH parent that started the push.
 
 A push runs ``git receive-pack`` as a child of the SSH server. Git runs the deployment's hooks as
-children of receive-pack; they cannot reach the server's database session, so each hook sends
-what git told it to the SSH parent over a Unix socket that exists for this one push, and waits
-for the answer::
+children of receive-pack; they hold no database session, so each hook hands what git told it to
+the SSH parent over a loopback TCP listener that exists for this one push, and obeys the
+answer::
 
-    forge-ci ssh (parent, owns the DB session) <-- per-push Unix socket --+
-        |                                                                 |
-        +-- git receive-pack                                              |
-              +-- hooks/pre-receive ............ "may these refs move?" --+
-              +-- hooks/reference-transaction .. "record / confirm / cancel these updates"
+    forge-ci ssh (parent, owns the DB session) <-- 127.0.0.1:<port of this push> --+
+        |                                                                          |
+        +-- git receive-pack                                                       |
+              +-- hooks/pre-receive ............ "may these refs move?" -----------+
+              +-- hooks/reference-transaction .. "record / confirm / cancel these" --+
 
-Request (hook -> parent), UTF-8, then the hook shuts down its sending side::
+The hooks are bash programs (hooks/hook.bash): a Python interpreter costs ~15-20 ms of CPU to
+start, git runs three hooks per ref update, and the budget for all of them is 50 ms per push.
+bash speaks TCP (``/dev/tcp``) but not Unix sockets, hence loopback TCP. Any local user can
+connect to loopback, so both directions carry a secret from receive-pack's environment:
+
+- the request names the push session (128 random bits): a stranger cannot submit updates;
+- ``ok`` carries the answer key (another 128 bits): should the parent die and a stranger bind
+  its port, the stranger cannot approve an update that was never recorded.
+
+Request (hook -> parent), UTF-8, ended by a line holding only ``.`` (bash cannot half-close a
+socket, so the end is marked in-band)::
 
     forge-ci-hook 1
     <hook> <phase> <push session id>
     <old oid> <new oid> <ref name>        one line per update (git's own hook input format)
+    .
 
 Answer (parent -> hook), then the parent closes the connection::
 
-    ok
+    ok <answer key>
     refuse
     <message for the pusher, any number of lines>
 
-Ref names cannot contain spaces or newlines (git-check-ref-format), so the line format needs no
-quoting. This module is imported by the hook programs, which must start in a few milliseconds:
-it imports nothing at all (``dataclasses`` or ``typing`` alone would cost the hook more than its
-whole budget), hence the hand-written value classes below.
+Ref names cannot contain spaces or newlines (git-check-ref-format), and no update line is ``.``,
+so the format needs no quoting.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 MAGIC = "forge-ci-hook 1"
+END = "."
 #: The most a request may hold: pushes of tens of thousands of refs still fit.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
 # Environment of ``git receive-pack`` (inherited by its hooks), set only by the SSH parent.
-ENV_SOCKET = "FORGE_CI_PUSH_SOCKET"
 ENV_SESSION = "FORGE_CI_PUSH_SESSION"
+ENV_PORT = "FORGE_CI_PUSH_PORT"
+ENV_ANSWER_KEY = "FORGE_CI_PUSH_ANSWER_KEY"
 ENV_PUSHER = "FORGE_CI_PUSHER"
 ENV_REPOSITORY = "FORGE_CI_REPOSITORY"
 
@@ -47,70 +62,31 @@ class WireError(ValueError):
     """A request or answer that does not follow this format."""
 
 
-class _Value:
-    """A small immutable record compared by value (what a frozen dataclass would give)."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _fields(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, _Value)
-            and type(other) is type(self)
-            and self._fields() == other._fields()
-        )
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
-        return f"{type(self).__name__}({inner})"
-
-    def _init(self, **values: object) -> None:
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-
-class Update(_Value):
+@dataclass(frozen=True)
+class Update:
     """One ref update exactly as git reports it to a hook."""
 
-    __slots__ = ("old", "new", "ref")
     old: str
     new: str
     ref: str
 
-    def __init__(self, old: str, new: str, ref: str) -> None:
-        self._init(old=old, new=new, ref=ref)
 
-
-class Request(_Value):
+@dataclass(frozen=True)
+class Request:
     """What a hook asks: its name, git's phase (``-`` for pre-receive), the push, the updates."""
 
-    __slots__ = ("hook", "phase", "session", "updates")
     hook: str
     phase: str
     session: str
     updates: tuple[Update, ...]
 
-    def __init__(self, hook: str, phase: str, session: str, updates: tuple[Update, ...]) -> None:
-        self._init(hook=hook, phase=phase, session=session, updates=tuple(updates))
 
-
-class Answer(_Value):
+@dataclass(frozen=True)
+class Answer:
     """The parent's verdict; ``message`` is shown to the pusher when ``ok`` is False."""
 
-    __slots__ = ("ok", "message")
     ok: bool
-    message: str
-
-    def __init__(self, ok: bool, message: str = "") -> None:
-        self._init(ok=ok, message=message)
+    message: str = ""
 
 
 def is_zero(oid: str) -> bool:
@@ -124,7 +100,8 @@ def events_in(updates: list[Update] | tuple[Update, ...]) -> list[Update]:
     Git's ``reference-transaction`` input also carries entries that move nothing: ``HEAD`` when
     the pushed branch is HEAD's target (a reflog-only mirror of the branch update; a push *to*
     HEAD is refused by pre-receive before any transaction), and ``0000 -> 0000`` when git deletes
-    a ref from packed-refs. Those are dropped, like updates of forge-ci's own pins.
+    a ref from packed-refs. Those are dropped, like updates of forge-ci's own pins. The hook
+    applies the same filter, so that a transaction with nothing to record costs no round trip.
     """
     return [
         u
@@ -156,7 +133,13 @@ def _is_oid(text: str) -> bool:
 def encode_request(request: Request) -> bytes:
     lines = [MAGIC, f"{request.hook} {request.phase} {request.session}"]
     lines += [f"{u.old} {u.new} {u.ref}" for u in request.updates]
+    lines.append(END)
     return ("\n".join(lines) + "\n").encode()
+
+
+def request_complete(data: bytes) -> bool:
+    """Whether ``data`` holds a whole request (its end line has arrived)."""
+    return data.endswith(f"\n{END}\n".encode())
 
 
 def decode_request(data: bytes) -> Request:
@@ -164,7 +147,9 @@ def decode_request(data: bytes) -> Request:
         text = data.decode()
     except UnicodeDecodeError:
         raise WireError("the request is not UTF-8") from None
-    head, _, rest = text.partition("\n")
+    if not text.endswith(f"\n{END}\n"):
+        raise WireError("the request is incomplete: its end line is missing")
+    head, _, rest = text[: -len(END) - 1].partition("\n")
     if head != MAGIC:
         raise WireError("the request does not start with the forge-ci hook header")
     line, _, body = rest.partition("\n")
@@ -174,17 +159,18 @@ def decode_request(data: bytes) -> Request:
     return Request(fields[0], fields[1], fields[2], parse_updates(body))
 
 
-def encode_answer(answer: Answer) -> bytes:
+def encode_answer(answer: Answer, answer_key: str) -> bytes:
     if answer.ok:
-        return b"ok\n"
+        return f"ok {answer_key}\n".encode()
     return ("refuse\n" + answer.message.rstrip("\n") + "\n").encode()
 
 
-def decode_answer(data: bytes) -> Answer:
+def decode_answer(data: bytes, answer_key: str) -> Answer:
+    """What the hook concludes from an answer; an ``ok`` without the right key is a refusal."""
     text = data.decode(errors="replace")
     head, _, message = text.partition("\n")
-    if head == "ok":
+    if head == f"ok {answer_key}":
         return Answer(True)
     if head == "refuse":
         return Answer(False, message.rstrip("\n"))
-    raise WireError("the answer is neither 'ok' nor 'refuse'")
+    raise WireError("the answer is neither 'ok' with this push's key nor 'refuse'")

@@ -265,6 +265,13 @@ class HeartbeatRequest:
 
 
 @dataclass(frozen=True)
+class SourceRequest:
+    """``POST attempts/<id>/source.tar``: the pinned commit as a ``tar`` (running attempts only)."""
+
+    execution_id: str
+
+
+@dataclass(frozen=True)
 class StepRequest:
     """``POST attempts/<id>/steps``: a step started or ended."""
 
@@ -368,6 +375,7 @@ _REQUESTS: dict[str, tuple[type[Any], _Fields]] = {
     ),
     "start": (StartRequest, {"execution_id": (True, _execution_id)}),
     "heartbeat": (HeartbeatRequest, {"execution_id": (True, _execution_id_or_empty)}),
+    "source": (SourceRequest, {"execution_id": (True, _execution_id)}),
     "steps": (
         StepRequest,
         {
@@ -628,7 +636,8 @@ class Assignment:
     contexts: dict[str, Any]
     #: Secret values by step id and env name, for env values ``{"secret": NAME}``.
     secrets: dict[str, dict[str, str]]
-    #: Path (under the server origin) of the ``tar`` snapshot of the pinned commit.
+    #: Path (under the server origin) of the ``tar`` snapshot of the pinned commit; ``""`` when
+    #: the job may not read the source (``permissions: {contents: none}``).
     source_archive_path: str
     lease_deadline_ms: int
     job_deadline_ms: int
@@ -758,6 +767,8 @@ def _secrets(value: object, name: str) -> dict[str, dict[str, str]]:
 
 def _archive_path(value: object, name: str) -> str:
     text = _string(value, name)
+    if text == "":
+        return text
     if not text.startswith(API_PREFIX + "/") or "?" in text or "#" in text or ".." in text:
         raise _invalid(f"{name} must be a path under {API_PREFIX}")
     return text
@@ -783,3 +794,96 @@ def parse_claim_response(obj: object) -> Assignment | None:
     )
     assignment: Assignment | None = parsed["assignment"]
     return assignment
+
+
+# --- The runner's standard input -----------------------------------------------------------------
+#
+# The provider starts ``python3 -S -m worker.runner`` in the job container and writes one JSON
+# document to its standard input, then closes it. The credential travels only this way: never in
+# argv, the environment or a file.
+
+#: Version of the runner's standard-input envelope.
+RUNNER_INPUT_VERSION: Final = 1
+#: Where the provider mounts the per-attempt runner API socket in the job container.
+RUNNER_API_SOCKET: Final = "/run/forge-ci/api.sock"
+#: Where the provider mounts the attempt's workspace volume.
+RUNNER_WORKSPACE: Final = "/workspace"
+#: The envelope is at most this long (the plan is at most 1 MiB; secrets and contexts add some).
+MAX_RUNNER_INPUT_BYTES: Final = 8 * 1024 * 1024
+#: Bounds of ``step_minute_seconds``.
+MIN_STEP_MINUTE_SECONDS: Final = 0.1
+STEP_MINUTE_SECONDS: Final = 60.0
+
+
+def _absolute_path(value: object, name: str) -> str:
+    text = _utf8(_string(value, name, max_bytes=1024), name)
+    if not text.startswith("/") or "/../" in f"{text}/" or "/./" in f"{text}/":
+        raise _invalid(f"{name} must be an absolute path without . or .. components")
+    return text
+
+
+def _minute(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid(f"{name} must be a JSON number of seconds, not {_kind(value)}")
+    if not MIN_STEP_MINUTE_SECONDS <= value <= STEP_MINUTE_SECONDS:
+        raise _invalid(
+            f"{name} must be between {MIN_STEP_MINUTE_SECONDS:g} and {STEP_MINUTE_SECONDS:g}"
+        )
+    return float(value)
+
+
+@dataclass(frozen=True)
+class RunnerInput:
+    """What the provider writes to the runner's standard input: one JSON object, then EOF.
+
+    ``{"version": 1, "credential": "<64 hex>", "api_socket": "/run/forge-ci/api.sock",
+    "workspace": "/workspace", "assignment": {...}}``, plus optionally
+    ``"step_minute_seconds"``.
+    """
+
+    #: The attempt credential (the claim's ``attempt_token``); never the provider's.
+    credential: str
+    #: The Unix socket that forwards this attempt's runner API endpoints.
+    api_socket: str
+    #: The empty directory the job works in (``$GITHUB_WORKSPACE``).
+    workspace: str
+    assignment: Assignment
+    #: How long a minute of a *step* ``timeout-minutes`` lasts. Tests of the runner shorten it;
+    #: it can only make step limits stricter (the job deadline is the server's).
+    step_minute_seconds: float = STEP_MINUTE_SECONDS
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "version": RUNNER_INPUT_VERSION,
+            "credential": self.credential,
+            "api_socket": self.api_socket,
+            "workspace": self.workspace,
+            "assignment": self.assignment.to_json(),
+        }
+        if self.step_minute_seconds != STEP_MINUTE_SECONDS:
+            body["step_minute_seconds"] = self.step_minute_seconds
+        return body
+
+    @classmethod
+    def from_json(cls, obj: object) -> RunnerInput:
+        parsed = _object(
+            obj,
+            {
+                "credential": (True, parse_token),
+                "api_socket": (True, _absolute_path),
+                "workspace": (True, _absolute_path),
+                "assignment": (True, lambda v, n: Assignment.from_json(v)),
+                "step_minute_seconds": (False, _minute),
+            },
+            "runner input",
+        )
+        return cls(**parsed)
+
+
+def parse_runner_input(body: bytes) -> RunnerInput:
+    """The runner's standard input, strictly parsed (ProtocolError names what is wrong)."""
+    if len(body) > MAX_RUNNER_INPUT_BYTES:
+        raise _invalid(f"the runner input is larger than {MAX_RUNNER_INPUT_BYTES} bytes")
+    if not body.strip():
+        raise _invalid("the runner input is empty; write one JSON object to standard input")
+    return RunnerInput.from_json(loads(body))

@@ -50,20 +50,28 @@ class JobQueue:
             self._queue = Queue(PUSH_EVENTS_QUEUE, connection=connection)
         return self._queue
 
+    def prepare(self) -> None:
+        """Import RQ and build the client ahead of the first enqueue (connects on first use)."""
+        self._rq_queue()
+
     @property
     def connection(self) -> Any:
         """The Redis client (the worker front door serves the same queue with it)."""
         return self._rq_queue().connection
 
-    def enqueue_push_events(self, event_ids: Iterable[int]) -> bool:
-        """Enqueue ``process_push_event`` for each id not already waiting. False if Redis failed."""
+    def enqueue_push_events(self, event_ids: Iterable[int], *, fresh: bool = False) -> bool:
+        """Enqueue ``process_push_event`` for each id not already waiting. False if Redis failed.
+
+        ``fresh``: the events were confirmed just now (by the caller, under the repository
+        lock), so no job can exist for them yet and the check for one is skipped.
+        """
         import redis
 
         try:
             queue = self._rq_queue()
             for event_id in event_ids:
                 job_id = push_event_job_id(event_id)
-                job = queue.fetch_job(job_id)
+                job = None if fresh else queue.fetch_job(job_id)
                 if job is not None and job.get_status(refresh=False).value in _PENDING:
                     continue
                 queue.enqueue(

@@ -1,59 +1,85 @@
 """Installing the deployment's hooks into ``settings.hooks_dir`` (``forge-ci hooks install``).
 
 Every managed repository's ``core.hooksPath`` points at that one directory (set at creation,
-re-asserted before each push), so hooks never come from a pushed repository. Each hook file is a
-three-line launcher for ``hooks/run.py``::
-
-    #!<this Python> -SI            no site-packages scan, no PYTHON* variables, no user site
-    sys.path.insert(0, <the directory holding forge_ci/ and hooks/>)
-    from hooks.run import main
-
-``-S -I`` is what keeps a hook's start-up in the low milliseconds; it also means a pusher's
-environment cannot steer which code the hook runs.
+re-asserted before each push), so hooks never come from a pushed repository. Both hooks are the
+same bash program (``hook.bash`` beside this file; it dispatches on its name), written with the
+absolute path of bash and the wire constants of ``forge_ci.hookwire`` filled in, so that the two
+ends of the conversation cannot drift apart.
 """
 
 from __future__ import annotations
 
 import os
-import sys
+import shutil
+import socket
+import subprocess
 from pathlib import Path
 
+from forge_ci import hookwire
 from forge_ci.errors import ConfigurationError
 from forge_ci.hookchecks import REQUIRED_HOOKS
 from forge_ci.settings import Settings
 
-#: Linux reads at most this many bytes of a "#!" line (BINPRM_BUF_SIZE).
-_MAX_SHEBANG = 255
+TEMPLATE = Path(__file__).with_name("hook.bash")
+#: Seconds a hook waits for the SSH parent's answer before refusing.
+ANSWER_TIMEOUT = 120
 
 
-def code_root() -> Path:
-    """The directory that holds the ``hooks`` and ``forge_ci`` packages."""
-    return Path(__file__).resolve().parents[1]
+def find_bash() -> str:
+    bash = shutil.which("bash")
+    if bash is None:
+        raise ConfigurationError("bash is required to run forge-ci's git hooks; install it")
+    return os.path.realpath(bash)
 
 
-def hook_script(python: str, root: Path) -> str:
-    """The text of one hook launcher."""
-    shebang = f"#!{python} -SI"
-    if len(shebang) > _MAX_SHEBANG or any(c.isspace() for c in python):
-        raise ConfigurationError(
-            f"cannot write git hooks for the Python at {python!r}: its path must have no spaces "
-            f"and fit in a {_MAX_SHEBANG}-byte #! line"
+def hook_program(bash: str) -> str:
+    """The text of the hook program, ready to run."""
+    text = TEMPLATE.read_text()
+    values = {
+        "@BASH@": bash,
+        "@ENV_SESSION@": hookwire.ENV_SESSION,
+        "@ENV_PORT@": hookwire.ENV_PORT,
+        "@ENV_ANSWER_KEY@": hookwire.ENV_ANSWER_KEY,
+        "@MAGIC@": hookwire.MAGIC,
+        "@INTERNAL_PREFIX@": hookwire.INTERNAL_REF_PREFIX,
+        "@ANSWER_TIMEOUT@": str(ANSWER_TIMEOUT),
+    }
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    if any(placeholder in text for placeholder in values):
+        raise ConfigurationError("hook.bash has a placeholder install.py does not fill")
+    return text
+
+
+def check_bash_tcp(bash: str) -> None:
+    """Refuse a bash built without ``/dev/tcp``: its hooks could never reach the server.
+
+    (They would fail closed, refusing every push; saying so at install time is kinder.)
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        result = subprocess.run(
+            [bash, "-c", f'exec 3<>"/dev/tcp/127.0.0.1/{port}"'],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
-    return (
-        f"{shebang}\n"
-        "# forge-ci deployment hook, written by `forge-ci hooks install`: do not edit.\n"
-        "import sys\n"
-        f"sys.path.insert(0, {str(root)!r})\n"
-        "from hooks.run import main\n"
-        "sys.exit(main(sys.argv))\n"
-    )
+    if result.returncode != 0:
+        raise ConfigurationError(
+            f"{bash} cannot open /dev/tcp connections (built without network redirections); "
+            "forge-ci's hooks need that"
+        )
 
 
-def install_hooks(settings: Settings, python: str | None = None) -> list[Path]:
+def install_hooks(settings: Settings) -> list[Path]:
     """(Re)write every hook into the hooks directory, atomically; return the paths written."""
+    bash = find_bash()
+    check_bash_tcp(bash)
+    text = hook_program(bash)
     directory = settings.hooks_dir
     directory.mkdir(parents=True, exist_ok=True)
-    text = hook_script(python or sys.executable, code_root())
     written = []
     for name in REQUIRED_HOOKS:
         path = directory / name

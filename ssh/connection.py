@@ -22,7 +22,7 @@ import paramiko
 from forge_ci import hookwire
 from forge_ci.authz import Actor
 from forge_ci.db import unavailable_on_failure
-from forge_ci.errors import ForgeCIError
+from forge_ci.errors import ForgeCIError, NotFound
 from forge_ci.gitstore import repository_path
 from forge_ci.repos import find_repository
 from ssh.auth import GitServerInterface, Pusher
@@ -71,36 +71,67 @@ def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko
     except (paramiko.SSHException, EOFError, OSError) as exc:
         log.info("SSH handshake failed: %s", exc)
         return
-    # Authentication and opening the channel share one deadline: a client that neither proves
-    # a key nor asks for anything is dropped.
-    channel = transport.accept(timeout=settings.ssh_auth_timeout)
+    # Handshake, authentication and opening the channel share one deadline: a client that
+    # neither proves a key nor asks for anything is dropped.
+    remaining = started + settings.ssh_auth_timeout - time.monotonic()
+    channel = transport.accept(timeout=max(remaining, 0.1))
     if channel is None or interface.pusher is None:
         if not transport.is_authenticated():
             log.info("SSH client did not authenticate within %.0f s", settings.ssh_auth_timeout)
         return
-    deadline = max(started + REQUEST_TIMEOUT, time.monotonic() + 1.0)
+    deadline = time.monotonic() + REQUEST_TIMEOUT
     while not interface.requested.wait(0.1):
         if channel.closed or not transport.is_active() or time.monotonic() > deadline:
             channel.close()
             return
-    status = run_request(ctx, interface, channel, interface.pusher)
-    _finish(channel, status)
+    reply = Reply(channel)
+    run_request(ctx, interface, channel, interface.pusher, reply)
+    reply.finish(EXIT_INTERNAL_ERROR)  # a no-op unless a path above forgot to finish
     # Let the client hang up first: closing under a client that is still sending (its channel
     # close, or pack data a refused push had in flight) makes it report a connection reset.
     transport.join(CLIENT_CLOSE_WAIT)
 
 
+class Reply:
+    """Ends the client's side of a request exactly once: EOF, exit status, close."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+        self.finished = False
+
+    def finish(self, status: int) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        # The order OpenSSH's own server uses.
+        try:
+            self.channel.shutdown_write()
+            self.channel.send_exit_status(status)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        finally:
+            self.channel.close()
+
+    def refuse(self, message: str, status: int = EXIT_REFUSED) -> None:
+        _stderr(self.channel, message + "\n")
+        self.finish(status)
+
+
 def run_request(
-    ctx: ServerContext, interface: GitServerInterface, channel: paramiko.Channel, pusher: Pusher
-) -> int:
-    """Carry out the client's one request; map refusals to stderr and an exit status."""
+    ctx: ServerContext,
+    interface: GitServerInterface,
+    channel: paramiko.Channel,
+    pusher: Pusher,
+    reply: Reply,
+) -> None:
+    """Carry out the client's one request; refusals become one stderr line and exit status 2."""
     if interface.wants_shell:
-        _stderr(
-            channel,
+        reply.refuse(
             f"Hi {pusher.name}! You are authenticated, but forge-ci does not provide shell "
-            "access; use git clone, fetch and push.\n",
+            "access; use git clone, fetch and push.",
+            status=1,
         )
-        return 1
+        return
     assert interface.command is not None
     try:
         command = parse_command(interface.command)
@@ -110,17 +141,28 @@ def run_request(
             repository_id, full_name = repository.id, repository.full_name
         log.info("%s: %s %s", pusher.name, command.service, full_name)
         if command.service == "git-receive-pack":
-            return run_receive_pack(
-                ctx, channel, pusher, repository_id, full_name, interface.git_protocol
+            run_receive_pack(
+                ctx,
+                channel,
+                pusher,
+                repository_id,
+                full_name,
+                interface.git_protocol,
+                reply.finish,
             )
-        return _run_upload_pack(ctx, channel, full_name, interface.git_protocol)
+        else:
+            reply.finish(_run_upload_pack(ctx, channel, full_name, interface.git_protocol))
     except ForgeCIError as exc:
-        _stderr(channel, f"forge-ci: {exc.message}\n")
-        return EXIT_REFUSED
+        if reply.finished:  # refused after the client had its answer: only the log can know
+            log.warning("after %s's request: %s", pusher.name, exc.message)
+        else:
+            reply.refuse(f"forge-ci: {exc.message}")
     except Exception:
         log.exception("request of %s failed", pusher.name)
-        _stderr(channel, "forge-ci: internal error; the request was not carried out\n")
-        return EXIT_INTERNAL_ERROR
+        if not reply.finished:
+            reply.refuse(
+                "forge-ci: internal error; the request was not carried out", EXIT_INTERNAL_ERROR
+            )
 
 
 def _run_upload_pack(
@@ -128,6 +170,8 @@ def _run_upload_pack(
 ) -> int:
     owner, name = full_name.split("/", 1)
     path = repository_path(ctx.settings.repositories_dir, owner, name)
+    if not path.is_dir():  # git's own message would show the server's paths
+        raise NotFound(f"repository {full_name} not found")
     env = ctx.git_environment()
     if git_protocol:
         env["GIT_PROTOCOL"] = git_protocol
@@ -147,14 +191,3 @@ def _stderr(channel: paramiko.Channel, text: str) -> None:
         channel.sendall_stderr(text.encode())
     except (OSError, EOFError, paramiko.SSHException):
         pass
-
-
-def _finish(channel: paramiko.Channel, status: int) -> None:
-    """EOF, exit status, close: the order OpenSSH's own server uses."""
-    try:
-        channel.shutdown_write()
-        channel.send_exit_status(status)
-    except (OSError, EOFError, paramiko.SSHException):
-        pass
-    finally:
-        channel.close()

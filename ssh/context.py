@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from forge_ci.db import Database
 from forge_ci.queueing import JobQueue
@@ -16,8 +15,6 @@ class ServerContext:
     settings: Settings
     database: Database
     queue: JobQueue
-    #: Private directory for the per-push hook sockets.
-    socket_dir: Path
 
     def git_environment(self, **extra: str) -> dict[str, str]:
         """The environment of a git child: a clean minimum, never the server's own.

@@ -3,13 +3,17 @@
 In the order of ARCHITECTURE.md, "A push, step by step"::
 
     hooks ready? (fail closed)
-    take the repository lock ------------------------------------------------+
-      settle: recover what a crash left, pin, commit, enqueue                |
-      re-assert core.hooksPath and transfer.hideRefs                         | lock held (and
-      open this push's hook socket                                           | inherited by
-      git receive-pack  <-> client        hooks -> socket -> answer_hook()   | receive-pack)
-      settle: confirm and pin this push's events, commit, enqueue            |
-    release the lock --------------------------------------------------------+
+    take the repository lock -----------------------------------------------+
+      settle: recover what a crash left open (NeedsInspection refuses)      |
+      re-assert core.hooksPath and transfer.hideRefs                        |  lock held, and
+      open this push's hook listener (loopback TCP)                         |  inherited by
+      git receive-pack <-> client     hooks -> listener -> answer_hook()    |  receive-pack
+        pre-receive: ref policy   prepared: record intents, commit          |
+        committed: pin + confirm, commit     aborted: cancel, commit        |
+      settle again, if a hook report got lost: the refs say what happened   |
+      exit status to the client (its events are confirmed and pinned)      |
+      enqueue the confirmed events (after their commit)                     |
+    release the lock -------------------------------------------------------+
 
 The hooks hold no database connection: ``answer_hook`` records, confirms and cancels intents on
 their behalf, in this process, and commits before answering (see ``forge_ci.hookwire``).
@@ -20,7 +24,9 @@ from __future__ import annotations
 import logging
 import secrets
 import subprocess
+from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 import paramiko
 
@@ -30,9 +36,9 @@ from forge_ci.errors import ForgeCIError, Unavailable
 from forge_ci.gitstore import ensure_configured, repository_path
 from forge_ci.hookchecks import require_hooks
 from forge_ci.locks import repository_lock
-from forge_ci.pushes.intents import PushContext, mark_aborted, mark_committed, record_intents
+from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates
-from forge_ci.pushes.settling import settle_repository
+from forge_ci.pushes.settling import confirm_updates, settle_repository
 from ssh import faults
 from ssh.auth import Pusher
 from ssh.context import ServerContext
@@ -44,6 +50,20 @@ log = logging.getLogger(__name__)
 _OK = hookwire.Answer(True)
 
 
+@dataclass
+class Ledger:
+    """What the hooks of one push recorded and settled (ids of push events)."""
+
+    recorded: set[int] = field(default_factory=set)
+    confirmed: list[int] = field(default_factory=list)
+    aborted: set[int] = field(default_factory=set)
+
+    @property
+    def all_settled(self) -> bool:
+        """Every intent this push recorded was confirmed or cancelled by git's own report."""
+        return self.recorded <= set(self.confirmed) | self.aborted
+
+
 def run_receive_pack(
     ctx: ServerContext,
     channel: paramiko.Channel,
@@ -51,8 +71,12 @@ def run_receive_pack(
     repository_id: int,
     full_name: str,
     git_protocol: str | None,
-) -> int:
-    """Serve one push on ``channel``; return the exit status for the client."""
+    finish: Callable[[int], None],
+) -> None:
+    """Serve one push on ``channel``; ``finish(status)`` ends the client's side of it.
+
+    Raises ForgeCIError when the push is refused before git starts (the caller tells the client).
+    """
     settings = ctx.settings
     hooked = not faults.unhooked(settings, full_name)
     if hooked:
@@ -62,38 +86,33 @@ def run_receive_pack(
     with repository_lock(
         settings.locks_dir, repository_id, full_name, settings.repo_lock_timeout
     ) as lock_fd:
-        _settle(ctx, repository_id)
+        ready = _settle(ctx, repository_id)
         ensure_configured(path, settings.hooks_dir)
-        push = PushContext(repository_id, pusher.user_id, secrets.token_hex(16))
-        env = ctx.git_environment()
+        push = PushContext(repository_id, pusher.user_id, secrets.token_hex(16), full_name)
+        env = ctx.git_environment(
+            **{hookwire.ENV_PUSHER: pusher.name, hookwire.ENV_REPOSITORY: full_name}
+        )
         if git_protocol:
             env["GIT_PROTOCOL"] = git_protocol
         # Passed on the command line as well: whatever a repository's config says, these win.
         command = ["git", "-c", f"transfer.hideRefs={hookwire.INTERNAL_REF_PREFIX.rstrip('/')}"]
         if hooked:
             command += ["-c", f"core.hooksPath={settings.hooks_dir}"]
-            env.update(
-                {
-                    hookwire.ENV_SESSION: push.session_id,
-                    hookwire.ENV_PUSHER: pusher.name,
-                    hookwire.ENV_REPOSITORY: full_name,
-                }
-            )
         else:
             empty = settings.run_dir / "no-hooks"
             empty.mkdir(parents=True, exist_ok=True)
             command += ["-c", f"core.hooksPath={empty}"]
         command += ["receive-pack", str(path)]
 
+        ledger = Ledger()
+
         def answer(request: hookwire.Request) -> hookwire.Answer:
-            return answer_hook(ctx, push, request)
+            return answer_hook(ctx, push, request, ledger)
 
         with ExitStack() as stack:
             if hooked:
-                listener = stack.enter_context(
-                    HookListener(ctx.socket_dir, push.session_id, answer)
-                )
-                env[hookwire.ENV_SOCKET] = str(listener.path)
+                listener = stack.enter_context(HookListener(push.session_id, answer))
+                env.update(listener.environment())
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.PIPE,
@@ -103,27 +122,32 @@ def run_receive_pack(
                 pass_fds=(lock_fd,),  # see forge_ci.locks: the lock outlives a killed server
             )
             status = pump(channel, process)
-        try:
-            _settle(ctx, repository_id)
-        except ForgeCIError as exc:
-            # The push itself is over; what could not be settled now is settled before the
-            # next write (or by the worker's scan). Tell the pusher, keep git's status.
-            log.warning("settling %s after a push failed: %s", full_name, exc)
-            _tell(channel, f"forge-ci: warning: {exc.message}\n")
-    return status
+        ready += ledger.confirmed
+        if not ledger.all_settled:  # a hook's report got lost; the refs say what happened
+            try:
+                ready += _settle(ctx, repository_id)
+            except ForgeCIError as exc:
+                # The push itself is over; what could not be settled now is settled before
+                # the next write (or by the worker's scan). Tell the pusher, keep git's status.
+                log.warning("settling %s after a push failed: %s", full_name, exc)
+                _tell(channel, f"forge-ci: warning: {exc.message}\n")
+        finish(status)
+        if ready:
+            ctx.queue.enqueue_push_events(ready, fresh=True)
 
 
-def _settle(ctx: ServerContext, repository_id: int) -> None:
+def _settle(ctx: ServerContext, repository_id: int) -> list[int]:
     with unavailable_on_failure(), ctx.database.session() as session:
-        settled = settle_repository(session, ctx.settings, repository_id)
-    if settled.confirmed:
-        ctx.queue.enqueue_push_events(settled.confirmed)
+        return settle_repository(session, ctx.settings, repository_id).confirmed
 
 
 def answer_hook(
-    ctx: ServerContext, push: PushContext, request: hookwire.Request
+    ctx: ServerContext, push: PushContext, request: hookwire.Request, ledger: Ledger
 ) -> hookwire.Answer:
-    """Decide one hook request of ``push``; every failure becomes a refusal with the reason."""
+    """Decide one hook request of ``push``; every failure becomes a refusal with the reason.
+
+    What is recorded, confirmed (enqueued after the push) and cancelled goes into ``ledger``.
+    """
     try:
         if request.hook == "pre-receive":
             check_ref_updates(request.updates)
@@ -134,7 +158,7 @@ def answer_hook(
             faults.pause_at(ctx.settings, "pause-before-record")
             try:
                 with unavailable_on_failure(), ctx.database.session() as session:
-                    record_intents(session, push, request.updates)
+                    ledger.recorded.update(record_intents(session, push, request.updates))
             except Unavailable:
                 return hookwire.Answer(
                     False,
@@ -145,10 +169,10 @@ def answer_hook(
         elif request.phase == "committed":
             faults.pause_at(ctx.settings, "pause-before-committed-mark")
             with unavailable_on_failure(), ctx.database.session() as session:
-                mark_committed(session, push, request.updates)
+                ledger.confirmed += confirm_updates(session, ctx.settings, push, request.updates)
         elif request.phase == "aborted":
             with unavailable_on_failure(), ctx.database.session() as session:
-                mark_aborted(session, push, request.updates)
+                ledger.aborted.update(mark_aborted(session, push, request.updates))
         return _OK
     except ForgeCIError as exc:
         return hookwire.Answer(False, f"forge-ci: {exc.message}")

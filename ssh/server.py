@@ -22,7 +22,6 @@ from forge_ci.queueing import JobQueue
 from forge_ci.settings import Settings
 from ssh.connection import serve_connection
 from ssh.context import ServerContext
-from ssh.hookserver import socket_directory
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +53,11 @@ class SshServer:
                 "`forge-ci hooks install`",
                 "; ".join(problems),
             )
-        self.context = ServerContext(
-            settings=settings,
-            database=self.database,
-            queue=JobQueue(settings),
-            socket_dir=socket_directory(settings.run_dir),
-        )
+        queue = JobQueue(settings)
+        self.context = ServerContext(settings=settings, database=self.database, queue=queue)
+        # Import RQ and make the Redis client now (no connection yet), so that the first push
+        # does not pay for the imports.
+        queue.prepare()
         host, port = settings.ssh_listen
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -45,17 +46,26 @@ def test_a_forbidden_import_is_caught(tmp_path: Path) -> None:
     assert "forge_ci.bad_import -> web" in result.stdout
 
 
-def test_runner_and_protocol_use_only_the_standard_library() -> None:
-    """worker/runner and forge_ci/protocol.py run under ``python -S`` in job images."""
-    allowed_prefixes = ("worker.runner", "forge_ci.protocol", "forge_ci")
+#: What the runner may import from the core: the wire types and the expression language (both
+#: standard library only) and the lazy package modules above them.
+RUNNER_CORE_IMPORTS = ("forge_ci", "forge_ci.protocol", "forge_ci.workflow")
+RUNNER_CORE_PREFIXES = ("forge_ci.workflow.expressions",)
+
+
+def _runner_files() -> list[Path]:
     files = list((REPO_ROOT / "worker" / "runner").rglob("*.py"))
-    protocol = REPO_ROOT / "forge_ci" / "protocol.py"
-    if protocol.exists():
-        files.append(protocol)
-    stdlib = set(sys.stdlib_module_names)
+    files += list((REPO_ROOT / "forge_ci" / "workflow" / "expressions").rglob("*.py"))
+    files += [REPO_ROOT / "forge_ci" / "protocol.py", REPO_ROOT / "forge_ci" / "__init__.py"]
+    files.append(REPO_ROOT / "forge_ci" / "workflow" / "__init__.py")
+    return files
+
+
+def test_runner_and_protocol_use_only_the_standard_library() -> None:
+    """worker/runner and what it imports of forge_ci run under ``python -S`` in job images."""
     import ast
 
-    for path in files:
+    stdlib = set(sys.stdlib_module_names)
+    for path in _runner_files():
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             names: list[str] = []
@@ -65,7 +75,67 @@ def test_runner_and_protocol_use_only_the_standard_library() -> None:
                 names = [node.module]
             for name in names:
                 root = name.split(".")[0]
-                ok = root in stdlib or name.startswith(allowed_prefixes)
-                if name.startswith("forge_ci") and not name.startswith("forge_ci.protocol"):
-                    ok = name == "forge_ci"
+                if root == "forge_ci":
+                    ok = name in RUNNER_CORE_IMPORTS or name.startswith(RUNNER_CORE_PREFIXES)
+                elif root == "worker":
+                    ok = name == "worker" or name.startswith("worker.runner")
+                else:
+                    ok = root in stdlib
+                # forge_ci/workflow/__init__.py names its modules for type checkers only.
+                if path.name == "__init__.py" and path.parent.name == "workflow":
+                    ok = ok or _type_checking_only(tree, node)
                 assert ok, f"{path.relative_to(REPO_ROOT)} imports {name}: stdlib only"
+
+
+def _type_checking_only(tree: object, target: object) -> bool:
+    import ast
+
+    assert isinstance(tree, ast.Module)
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            if any(child is target for child in ast.walk(node)):
+                return True
+    return False
+
+
+def _image_files(staging: Path) -> Path:
+    """Copy what deploy/runner.Dockerfile copies into the image; return its /opt/forge-ci."""
+    root = staging / "opt" / "forge-ci"
+    for line in (REPO_ROOT / "deploy" / "runner.Dockerfile").read_text().splitlines():
+        if not line.startswith("COPY "):
+            continue
+        *sources, destination = line.split()[1:]
+        assert destination.startswith("/opt/forge-ci/"), line
+        target = staging / destination.lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        for source in sources:
+            origin = REPO_ROOT / source
+            if origin.is_dir():
+                shutil.copytree(
+                    origin, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+                )
+            else:
+                shutil.copy(origin, target / origin.name)
+    return root
+
+
+def test_the_runner_starts_with_only_the_files_of_the_image(tmp_path: Path) -> None:
+    """Every module the runner imports is copied into the job image, and nothing else is needed.
+
+    With empty standard input the runner must report a configuration error (exit 2, JSON),
+    which it can only do after importing every module it uses (they are all imported at
+    start-up).
+    """
+    code = _image_files(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "worker.runner"],
+        input=b"",
+        capture_output=True,
+        cwd=code,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"},
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert report["result"] == "error"
+    assert "the runner input is empty" in report["reason"]

@@ -27,16 +27,17 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 30
 RETRY_TIMES = 10
 
-_process: tuple[int, Settings, Database] | None = None
+#: (pid, database, settings) of this process, made on first use after any fork.
+_process_database: tuple[int, Database, Settings] | None = None
 
 
-def _process_state() -> tuple[int, Settings, Database]:
-    """This process's settings and database, created on first use after any fork."""
-    global _process
-    if _process is None or _process[0] != os.getpid():
+def process_database() -> tuple[Database, Settings]:
+    """This process's database and settings, created on first use after any fork."""
+    global _process_database
+    if _process_database is None or _process_database[0] != os.getpid():
         settings = load_settings()
-        _process = (os.getpid(), settings, Database(settings))
-    return _process
+        _process_database = (os.getpid(), Database(settings), settings)
+    return _process_database[1], _process_database[2]
 
 
 def process_push_event(event_id: int) -> EventOutcome | Retry:
@@ -45,7 +46,7 @@ def process_push_event(event_id: int) -> EventOutcome | Retry:
     Returns the outcome, or an RQ ``Retry`` in 30 s when the repository is busy or the database
     is unavailable. A repeated or late run of the same event creates nothing twice.
     """
-    _, settings, database = _process_state()
+    database, settings = process_database()
     try:
         with unavailable_on_failure(), database.session() as session:
             outcome = process_event(session, settings, event_id)

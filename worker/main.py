@@ -98,8 +98,8 @@ def run(
                 database.engine.dispose()
             if stopping.is_set():
                 break
-            worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
             try:
+                worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
                 # The scheduler starts retries that jobs asked for (Retry in 30 s).
                 worker.work(
                     burst=burst,
@@ -113,6 +113,7 @@ def run(
                     raise Unavailable(f"Redis is unavailable ({exc}); try again later") from exc
                 log.warning("Redis unavailable, retrying in %.0f s: %s", scan_interval, exc)
                 stopping.wait(scan_interval)
+                continue
             if burst or worker.stop_requested:
                 break
     finally:

@@ -19,7 +19,9 @@ from forge_ci.cli import (
     database,
     events,
     hooks,
+    providers,
     repos,
+    runlogs,
     runs,
     services,
     up,
@@ -42,6 +44,7 @@ for group in (
     accounts.key,
     repos.repo,
     runs.run,
+    providers.provider,
     events.events,
     hooks.hooks,
     services.ssh_command,
@@ -51,6 +54,7 @@ for group in (
     up.up,
 ):
     cli.add_command(group)
+runs.run.add_command(runlogs.logs)
 
 
 def main(argv: list[str] | None = None) -> int:

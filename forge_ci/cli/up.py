@@ -52,6 +52,20 @@ def _pin_ephemeral_ports(env: dict[str, str]) -> Settings:
     return load_settings(env)
 
 
+def _service_argv(root: click.Group, service: str) -> tuple[str, ...] | None:
+    """Arguments after ``forge-ci <service>`` that run it, or None when this version has none.
+
+    A group (``forge-ci provider`` holds the administration commands) runs its ``run``
+    subcommand.
+    """
+    command = root.commands.get(service)
+    if command is None:
+        return None
+    if isinstance(command, click.Group):
+        return ("run",) if "run" in command.commands else None
+    return ()
+
+
 @click.command()
 @click.option("--demo", is_flag=True, help="Also create a demo user, repository and pipeline.")
 @click.option(
@@ -78,9 +92,10 @@ def up(demo: bool, exit_after_demo: bool) -> None:
             click.echo(f"redis     {config.redis_url}")
         started = []
         for service in SERVICES:
-            if service not in root.commands:
+            argv = _service_argv(root, service)
+            if argv is None:
                 continue
-            supervisor.start(service_child(config, service))
+            supervisor.start(service_child(config, service, argv))
             started.append(service)
         # Port 0 lets the kernel choose (tests do): there is no port to wait for then.
         if "ssh" in started and config.ssh_listen[1] and not wait_for_port(*config.ssh_listen):

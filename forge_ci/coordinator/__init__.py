@@ -12,5 +12,6 @@ Leases, deadlines and cancellation are enforced here, never trusted to a runner:
     leases.py       lease and deadline arithmetic, reconciliation of one attempt
     steps.py        per-step states reported by the runner
     logs.py         log ingestion with masking, the log cap, reading pages
+    sources.py      the pinned commit as a tar for a running attempt (checked, bounded)
     sweeper.py      the periodic sweep that reconciles expired attempts in batches
 """

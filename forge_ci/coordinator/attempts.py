@@ -67,33 +67,22 @@ def status_of(attempt: Attempt, now: datetime) -> AttemptStatus:
     )
 
 
-def lock_attempt(session: Session, attempt_id: int) -> Attempt:
-    attempt = session.scalar(
-        select(Attempt)
-        .where(Attempt.id == attempt_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    if attempt is None:
-        raise BadCredential(f"the credential is not valid for attempt {attempt_id}")
-    return attempt
-
-
 def authenticate_attempt(session: Session, token: str | None, attempt_id: int) -> Attempt:
     """The attempt, locked, if ``token`` is its credential; old or foreign credentials fail.
 
     Unknown attempts and credentials of other attempts get the same answer, so a runner learns
     nothing about attempts that are not its own.
     """
-    refusal = BadCredential(f"the credential is not valid for attempt {attempt_id}")
     if token is None:
         raise BadCredential("an attempt credential is required (Authorization: Bearer ...)")
-    owner = session.scalar(select(Attempt.id).where(Attempt.token_hash == token_hash(token)))
-    if owner != attempt_id:
-        raise refusal
-    attempt = lock_attempt(session, attempt_id)
-    if not hashes_match(attempt.token_hash, token):
-        raise refusal
+    attempt = session.scalar(
+        select(Attempt)
+        .where(Attempt.id == attempt_id, Attempt.token_hash == token_hash(token))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if attempt is None or not hashes_match(attempt.token_hash, token):
+        raise BadCredential(f"the credential is not valid for attempt {attempt_id}")
     return attempt
 
 

@@ -76,6 +76,12 @@ def source_archive_path(attempt_id: int) -> str:
     return f"{API_PREFIX}/attempts/{attempt_id}/source.tar"
 
 
+def reads_contents(plan_job: dict[str, Any]) -> bool:
+    """Whether a planned job may read the source (``permissions: {contents: read}``)."""
+    permissions = plan_job.get("permissions") or {}
+    return bool(permissions.get("contents", "read") == "read")
+
+
 @dataclass
 class ClaimOutcome:
     """The result of one claim transaction."""
@@ -157,7 +163,7 @@ def build_assignment(
             "needs": needs,
         },
         secrets=issued,
-        source_archive_path=source_archive_path(attempt.id),
+        source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
         lease_deadline_ms=to_ms(attempt.lease_expires_at),
         job_deadline_ms=to_ms(attempt.job_deadline_at),
         server_time_ms=to_ms(now),
@@ -252,11 +258,15 @@ def _touch(session: Session, provider: Provider, now: datetime) -> None:
 def _waiting_out_cancellation(session: Session, provider: Provider, now: datetime) -> bool:
     """A provider whose own change cancelled its work claims nothing until that work ended."""
     pending = session.scalars(
-        select(Attempt).where(
+        select(Attempt)
+        .where(
             Attempt.provider_id == provider.id,
             Attempt.state != states.COMPLETED,
             Attempt.cancelled_by_provider_change.is_(True),
         )
+        .order_by(Attempt.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).all()
     for attempt in pending:
         reconcile(session, attempt, now)
@@ -371,9 +381,10 @@ def claim_once(
             .with_for_update(read=True, key_share=True)
         )
     previous = session.scalar(
-        select(Attempt).where(
-            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
-        )
+        select(Attempt)
+        .where(Attempt.provider_id == provider.id, Attempt.request_id == request.request_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
     if previous is not None:
         return ClaimOutcome(_replay(session, previous, request, now))

@@ -6,7 +6,13 @@ working; the runner API additionally sends ``code``.
 
 from __future__ import annotations
 
-from forge_ci.errors import Conflict, ForgeCIError, InvalidInput, Unauthenticated
+from forge_ci.errors import (
+    Conflict,
+    ForgeCIError,
+    InvalidInput,
+    PermissionDenied,
+    Unauthenticated,
+)
 
 
 class BadCredential(Unauthenticated):
@@ -74,3 +80,22 @@ class CompletionConflict(Conflict):
     """A completion for an attempt that completed differently."""
 
     code = "completion_conflict"
+
+
+class CancelRequested(Conflict):
+    """The attempt is being cancelled: the runner should stop, not fetch more work."""
+
+    code = "cancel_requested"
+
+
+class SourceNotPermitted(PermissionDenied):
+    """The job may not read the repository's source (``permissions: {contents: none}``)."""
+
+    code = "source_not_permitted"
+
+
+class SourceRefused(ForgeCIError):
+    """The run's source cannot be served: a link, submodule or reserved path, or over a limit."""
+
+    code = "source_refused"
+    http_status = 422

@@ -252,3 +252,68 @@ def read_log_page(
         attempt_state=state,
         conclusion=conclusion,
     )
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One attempt of a run, as log readers list them."""
+
+    attempt_id: int
+    job_key: str
+    number: int
+    state: str
+    conclusion: str
+    steps: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "attempt_id": decimal(self.attempt_id),
+            "job_key": self.job_key,
+            "number": self.number,
+            "state": self.state,
+            "conclusion": self.conclusion,
+            "steps": self.steps,
+        }
+
+
+@dataclass(frozen=True)
+class RunAttempts:
+    """A run's state and its attempts in claim order (read in one transaction)."""
+
+    run_state: str
+    run_conclusion: str
+    attempts: list[AttemptView]
+
+
+def run_attempts(session: Session, actor: Actor, full_name: str, run_number: int) -> RunAttempts:
+    """Every attempt of run ``run_number`` with its steps; repository-scoped like the logs."""
+    repository = find_repository(session, actor, full_name, Role.READ)
+    run = find_run(session, repository, run_number)
+    rows = session.execute(
+        select(Attempt, Job.key)
+        .join(Job, Job.id == Attempt.job_id)
+        .where(Job.run_id == run.id)
+        .order_by(Attempt.id)
+        .execution_options(populate_existing=True)
+    ).all()
+    views = [
+        AttemptView(
+            attempt_id=attempt.id,
+            job_key=key,
+            number=attempt.number,
+            state=attempt.state,
+            conclusion=attempt.conclusion or "",
+            steps=[
+                {
+                    "step_id": step.step_id,
+                    "name": step.name,
+                    "state": step.state,
+                    "conclusion": step.conclusion or "",
+                    "exit_code": step.exit_code,
+                }
+                for step in attempt.steps
+            ],
+        )
+        for attempt, key in rows
+    ]
+    return RunAttempts(run.state, run.conclusion or "", views)

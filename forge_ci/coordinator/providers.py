@@ -24,16 +24,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator import attempts as attempt_cases
 from forge_ci.coordinator.credentials import check_token, hashes_match, token_hash
 from forge_ci.coordinator.errors import BadCredential
+from forge_ci.coordinator.leases import LEASE
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, Repository, utcnow
 from forge_ci.repos import find_repository
+from forge_ci.runs.transactions import begin_serialized
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LABEL_RE = re.compile(r"[a-z0-9_-]{1,64}")
@@ -143,6 +145,16 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
     active = session.scalars(
         select(Attempt.id).where(Attempt.provider_id == provider.id, Attempt.state != "completed")
     ).all()
+    # Contact is a claim (recorded on the provider) or a lease renewal by one of its runners
+    # (a running attempt's lease was last renewed one lease length before it ends).
+    contact = provider.last_contact_at
+    renewed = session.scalar(
+        select(func.max(Attempt.lease_expires_at)).where(
+            Attempt.provider_id == provider.id, Attempt.state == "running"
+        )
+    )
+    if renewed is not None and (contact is None or renewed - LEASE > contact):
+        contact = renewed - LEASE
     return ProviderInfo(
         name=provider.name,
         state=provider.state,
@@ -150,7 +162,7 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
         labels=tuple(sorted(provider.label_set)),
         repositories=tuple(sorted(r.full_name for r in repositories)),
         active_attempts=len(active),
-        last_contact_at=provider.last_contact_at,
+        last_contact_at=contact,
         created_at=provider.created_at,
     )
 
@@ -199,6 +211,7 @@ def create_provider(
 ) -> ProviderInfo:
     """Register a provider. ``scope`` all takes no repository list."""
     _require_admin(actor)
+    _serialized(session)
     check_provider_name(name)
     normalized = normalize_labels(labels)
     check_scope(scope)
@@ -233,6 +246,7 @@ def ensure_provider(
     check_provider_name(name)
     if scope is not None:
         check_scope(scope)
+    _serialized(session)
     existing = session.scalar(select(Provider.id).where(Provider.name == name))
     if existing is None:
         return (
@@ -272,8 +286,15 @@ def show_provider(session: Session, actor: Actor, name: str) -> ProviderInfo:
     return _info(session, _get(session, name))
 
 
+def _serialized(session: Session) -> None:
+    """Start a serialized writer unless the caller already did (SQLite: ``BEGIN IMMEDIATE``)."""
+    if not session.in_transaction():
+        begin_serialized(session)
+
+
 def _editable(session: Session, actor: Actor, name: str) -> Provider:
     _require_admin(actor)
+    _serialized(session)
     provider = _get(session, name, lock=True)
     if provider.state == "revoked":
         raise Conflict(f"provider {name!r} is revoked; it can no longer be changed")

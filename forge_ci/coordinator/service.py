@@ -22,8 +22,8 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator import attempts, claims, logs, secrets, steps
-from forge_ci.coordinator.errors import LogLimitReached
+from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
+from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import begin_write
 from forge_ci.errors import ForgeCIError
@@ -35,12 +35,16 @@ from forge_ci.protocol import (
     CompleteRequest,
     HeartbeatRequest,
     LogRequest,
+    SourceRequest,
     StartRequest,
     StepRequest,
 )
 from forge_ci.settings import Settings
 
 T = TypeVar("T")
+#: Claims that may wait at once per process: half of the web server's default 16 threads per
+#: worker, so the other half always serves heartbeats, logs and browsers.
+MAX_WAITING_CLAIMS = 8
 #: A waiting claim tries again at least this often even without any sign of new work (a
 #: provider resumed, labels or permissions changed).
 FULL_RETRY_SECONDS = 5.0
@@ -71,7 +75,7 @@ class Coordinator:
         *,
         wakeups: WakeupListener | None = None,
         secret_source: secrets.SecretSource | None = None,
-        max_waiting: int = 16,
+        max_waiting: int = MAX_WAITING_CLAIMS,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sessions = sessions
@@ -174,6 +178,29 @@ class Coordinator:
             attempts.heartbeat(session, attempt, request, now)
 
         return self._attempt_request(token, attempt_id, operation)[1]
+
+    def source(
+        self, token: str | None, attempt_id: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The pinned commit as a ``tar`` for a running attempt (see :mod:`.sources`).
+
+        The checks run in the attempt's transaction; ``git archive`` runs after it has ended,
+        so a slow archive never holds the attempt's lock. The caller closes the archive.
+        """
+        directory = self.settings.repositories_dir
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> sources.SourceTarget | str:
+            return sources.locate_source(session, directory, attempt, request, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        if isinstance(target, str):
+            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+        try:
+            return sources.build_archive(target), status
+        except SourceRefused as error:
+            raise AttemptRefused(error, status) from None
 
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:

@@ -29,7 +29,7 @@ from forge_ci.models import Job
 
 CHANNEL = "forge-ci:jobs-queued"
 POLL_WITHOUT_REDIS = 0.1
-POLL_WITH_REDIS = 1.0
+POLL_WITH_REDIS = 0.25
 _FLAG = "forge_ci_jobs_queued"
 
 log = logging.getLogger(__name__)

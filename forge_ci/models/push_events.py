@@ -3,11 +3,11 @@
 A row starts as the intent the ``reference-transaction`` hook records in git's ``prepared`` phase,
 before git moves the ref, and ends as a durable event a worker can act on::
 
-                 committed hook             pinned by the SSH parent
-    prepared ----------------------> committed ----------------------> confirmed --> received
-        |     (or recovery: ref == new, straight through to confirmed)       (worker)
-        +----------------------> aborted
-          aborted hook, or recovery: ref == old
+               committed hook, or recovery finding the ref at new
+    prepared ----------------------------------------------------> confirmed ----> received
+        |          (the commit is pinned in the same step)                    worker
+        +----------------------------------------------------> aborted
+               aborted hook, or recovery finding the ref at old
 
 ``confirmed`` means: git moved the ref, the commit is pinned under
 ``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and the row is committed, so
@@ -34,7 +34,6 @@ PIN_PREFIX = "refs/forge-ci/push-events/"
 
 class PushEventState(enum.StrEnum):
     PREPARED = "prepared"
-    COMMITTED = "committed"
     CONFIRMED = "confirmed"
     ABORTED = "aborted"
     RECEIVED = "received"
@@ -42,8 +41,7 @@ class PushEventState(enum.StrEnum):
 
 #: Allowed moves. A state not listed as a key would be a state added and forgotten.
 TRANSITIONS: dict[PushEventState, frozenset[PushEventState]] = {
-    PushEventState.PREPARED: frozenset({PushEventState.COMMITTED, PushEventState.ABORTED}),
-    PushEventState.COMMITTED: frozenset({PushEventState.CONFIRMED}),
+    PushEventState.PREPARED: frozenset({PushEventState.CONFIRMED, PushEventState.ABORTED}),
     PushEventState.CONFIRMED: frozenset({PushEventState.RECEIVED}),
     PushEventState.ABORTED: frozenset(),
     PushEventState.RECEIVED: frozenset(),

@@ -1,8 +1,9 @@
 """Intents: what the ``reference-transaction`` hook records before git moves a ref.
 
-Called by the SSH parent on the hook's behalf (the hook itself stays free of SQLAlchemy; see
+Called by the SSH parent on the hook's behalf (the hooks hold no database connection; see
 ``forge_ci.hookwire``). Each function commits before it returns: git continues only after the
-answer, so the row must be durable by then.
+answer, so the row must be durable by then. The ``committed`` phase is answered by
+``forge_ci.pushes.settling.confirm_updates``, which pins as it confirms.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class PushContext:
     repository_id: int
     pusher_id: int
     session_id: str
+    #: ``owner/name``, to find the repository on disk without a query.
+    full_name: str
 
 
 def record_intents(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
@@ -72,14 +75,13 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
     return sorted(ids)
 
 
-def _move(
-    session: Session, push: PushContext, updates: Iterable[Update], state: PushEventState
-) -> int:
+def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
+    """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns their ids."""
     wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
     if not wanted:
-        return 0
+        return []
     begin_write(session)
-    moved = 0
+    moved = []
     for event in session.scalars(
         select(PushEvent).where(
             PushEvent.push_session == push.session_id,
@@ -87,17 +89,7 @@ def _move(
         )
     ):
         if (event.ref, event.old_sha, event.new_sha) in wanted:
-            event.move_to(state)
-            moved += 1
+            event.move_to(PushEventState.ABORTED)
+            moved.append(event.id)
     session.commit()
     return moved
-
-
-def mark_committed(session: Session, push: PushContext, updates: Iterable[Update]) -> int:
-    """Git moved these refs (``committed`` phase): prepared -> committed. Returns rows moved."""
-    return _move(session, push, updates, PushEventState.COMMITTED)
-
-
-def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> int:
-    """Git gave up on these updates (``aborted`` phase): prepared -> aborted."""
-    return _move(session, push, updates, PushEventState.ABORTED)

@@ -1,15 +1,19 @@
-"""Settling a repository's open intents: recovery and pinning, under the repository lock.
+"""Confirming events: pinning what git moved, and recovering what a crash left open.
 
-Run before every managed write (so a crash of an earlier push is resolved first) and after every
-push (so this push's events are pinned and confirmed before the lock is released). For each
-open event, oldest first:
+Everything here runs under the repository lock.
 
-- ``prepared`` (git's answer never arrived: a crash, a lost hook): compare with the ref now.
-  Ref at the new value -> git moved it -> committed. Ref at the old value -> git did not ->
-  aborted. Anything else -> someone moved the ref outside forge-ci; guessing could invent or
-  lose an event, so writes are refused until an operator looks (NeedsInspection).
-- ``committed``: pin the new commit under ``refs/forge-ci/push-events/<id>`` (deletions have
-  nothing to pin), then confirmed.
+``confirm_updates`` answers the ``committed`` phase of a push: git has moved the refs, so each
+intent is pinned under ``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and
+confirmed, in one transaction.
+
+``settle_repository`` runs before every managed write (so a crash of an earlier push is resolved
+first), after every push (for a ``committed`` report that never arrived) and in the worker's
+scan. Each intent still ``prepared`` is compared with the ref now:
+
+- at the new value: git moved it -> pinned and confirmed;
+- at the old value: git did not -> aborted;
+- anything else: someone moved the ref outside forge-ci. Guessing could invent or lose an
+  event, so writes are refused until an operator looks (NeedsInspection, naming the event).
 
 Pins are written before the database commit: a crash between the two leaves a pin that the next
 settle rewrites to the same value, never a confirmed event without its pin.
@@ -17,6 +21,7 @@ settle rewrites to the same value, never a confirmed event without its pin.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pygit2
@@ -26,11 +31,12 @@ from sqlalchemy.orm import Session
 from forge_ci.db import begin_write
 from forge_ci.errors import NeedsInspection, NotFound
 from forge_ci.gitstore import has_object, open_repository, pin, read_ref, repository_path
-from forge_ci.hookwire import is_zero
+from forge_ci.hookwire import Update, events_in, is_zero
 from forge_ci.models import PushEvent, PushEventState, Repository
+from forge_ci.pushes.intents import PushContext
 from forge_ci.settings import Settings
 
-OPEN_STATES = (PushEventState.PREPARED.value, PushEventState.COMMITTED.value)
+OPEN_STATES = (PushEventState.PREPARED.value,)
 
 
 @dataclass
@@ -41,12 +47,63 @@ class Settled:
     aborted: list[int] = field(default_factory=list)
 
 
-def settle_repository(session: Session, settings: Settings, repository_id: int) -> Settled:
-    """Resolve and pin the repository's open events, commit, and say which were confirmed.
+def _git(settings: Settings, full_name: str) -> pygit2.Repository:
+    owner, name = full_name.split("/", 1)
+    return open_repository(repository_path(settings.repositories_dir, owner, name))
 
-    The caller holds the repository lock. Raises NeedsInspection (after committing whatever
-    could be settled) when an event cannot be resolved; the message names each such event.
+
+def confirm_updates(
+    session: Session, settings: Settings, push: PushContext, updates: Iterable[Update]
+) -> list[int]:
+    """Git moved these refs (``committed`` phase): pin and confirm their intents, commit.
+
+    Returns the ids confirmed, for enqueueing. Idempotent: intents already settled are skipped.
+    An intent whose commit cannot be pinned stays ``prepared`` for settle_repository to judge.
     """
+    wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
+    if not wanted:
+        return []
+    begin_write(session)
+    events = [
+        event
+        for event in session.scalars(
+            select(PushEvent)
+            .where(
+                PushEvent.push_session == push.session_id,
+                PushEvent.state == PushEventState.PREPARED.value,
+            )
+            .order_by(PushEvent.id)
+        )
+        if (event.ref, event.old_sha, event.new_sha) in wanted
+    ]
+    confirmed = []
+    if events:
+        git = _git(settings, push.full_name)
+        confirmed = [event.id for event in events if _confirm(git, event) is None]
+    session.commit()
+    return confirmed
+
+
+def settle_repository(session: Session, settings: Settings, repository_id: int) -> Settled:
+    """Resolve the repository's open intents against its refs, commit, say what was confirmed.
+
+    Raises NeedsInspection (after committing whatever could be settled) when an intent cannot be
+    resolved; the message names each such event.
+    """
+    if session.in_transaction():  # the read below ends its transaction: never someone else's
+        raise RuntimeError("settle_repository() needs a session with no transaction in progress")
+    result = Settled()
+    # Almost always there is nothing to settle: find that out with one read, not a write
+    # transaction (on SQLite that would serialize every push of every repository). The caller's
+    # lock keeps new intents for this repository from appearing in between.
+    has_open = session.scalar(
+        select(PushEvent.id)
+        .where(PushEvent.repository_id == repository_id, PushEvent.state.in_(OPEN_STATES))
+        .limit(1)
+    )
+    session.rollback()
+    if has_open is None:
+        return result
     begin_write(session)
     open_events = list(
         session.scalars(
@@ -55,29 +112,15 @@ def settle_repository(session: Session, settings: Settings, repository_id: int) 
             .order_by(PushEvent.id)
         )
     )
-    result = Settled()
-    if not open_events:
-        session.commit()
-        return result
     repository = session.get(Repository, repository_id)
     if repository is None:
         raise NotFound(f"repository {repository_id} not found")
-    git = open_repository(
-        repository_path(settings.repositories_dir, repository.owner.name, repository.name)
-    )
+    git = _git(settings, repository.full_name)
     problems: list[str] = []
     for event in open_events:
-        if event.state == PushEventState.PREPARED.value:
-            problem = _resolve_prepared(git, event, result)
-            if problem:
-                problems.append(problem)
-                continue
-        if event.state == PushEventState.COMMITTED.value:
-            problem = _confirm(git, event)
-            if problem:
-                problems.append(problem)
-                continue
-            result.confirmed.append(event.id)
+        problem = _resolve(git, event, result)
+        if problem:
+            problems.append(problem)
     session.commit()
     if problems:
         raise NeedsInspection(
@@ -94,21 +137,23 @@ def _describe(event: PushEvent) -> str:
     )
 
 
-def _resolve_prepared(git: pygit2.Repository, event: PushEvent, result: Settled) -> str | None:
+def _resolve(git: pygit2.Repository, event: PushEvent, result: Settled) -> str | None:
     current = read_ref(git, event.ref)
     if current is None:  # an absent ref is the "new" side of a deletion, the "old" of a creation
         at_new, at_old = event.is_deletion, is_zero(event.old_sha)
     else:
         at_new, at_old = current == event.new_sha, current == event.old_sha
     if at_new:
-        event.move_to(PushEventState.COMMITTED)
-    elif at_old:
+        problem = _confirm(git, event)
+        if problem is None:
+            result.confirmed.append(event.id)
+        return problem
+    if at_old:
         event.move_to(PushEventState.ABORTED)
         result.aborted.append(event.id)
-    else:
-        now = "the ref no longer exists" if current is None else f"the ref is now at {current[:12]}"
-        return f"{_describe(event)} needs inspection: {now}"
-    return None
+        return None
+    now = "the ref no longer exists" if current is None else f"the ref is now at {current[:12]}"
+    return f"{_describe(event)} needs inspection: {now}"
 
 
 def _confirm(git: pygit2.Repository, event: PushEvent) -> str | None:

@@ -322,7 +322,9 @@ def _summary(sha: str, inspected: int, numbers: tuple[int, ...], omitted: tuple[
 def _finish(session: Session, event_id: int, result: str, detail: str, changed: int | None) -> None:
     """Record the event's result (once) and mark it received, in one transaction."""
     begin_serialized(session)
-    if session.get(PushEventResult, event_id) is None:
+    # The event row's lock makes a second worker wait here and then see the first one's result.
+    session.get(PushEvent, event_id, with_for_update=True, populate_existing=True)
+    if session.get(PushEventResult, event_id, populate_existing=True) is None:
         session.add(
             PushEventResult(
                 push_event_id=event_id,

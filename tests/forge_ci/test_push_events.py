@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pygit2
 import pytest
 from sqlalchemy import select
@@ -20,9 +22,9 @@ from forge_ci.pushes.events import (
     mark_received,
     repositories_with_open_events,
 )
-from forge_ci.pushes.intents import PushContext, mark_aborted, mark_committed, record_intents
+from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates, refusal_reason
-from forge_ci.pushes.settling import settle_repository
+from forge_ci.pushes.settling import confirm_updates, settle_repository
 from forge_ci.repos import create_repository, grant
 from forge_ci.settings import Settings
 
@@ -66,7 +68,7 @@ def set_ref(git: pygit2.Repository, name: str, oid: str | None) -> None:
 def push(session: Session, repo_id: int, session_id: str = "s1") -> PushContext:
     alice = session.scalar(select(User).where(User.name == "alice"))
     assert alice is not None
-    context = PushContext(repository_id=repo_id, pusher_id=alice.id, session_id=session_id)
+    context = PushContext(repo_id, alice.id, session_id, "alice/demo")
     session.rollback()
     return context
 
@@ -85,9 +87,8 @@ def test_the_transition_table_covers_every_state_and_nothing_else() -> None:
     assert set(TRANSITIONS) == set(PushEventState)
     allowed = {(a, b) for a, targets in TRANSITIONS.items() for b in targets}
     assert allowed == {
-        (PushEventState.PREPARED, PushEventState.COMMITTED),
+        (PushEventState.PREPARED, PushEventState.CONFIRMED),
         (PushEventState.PREPARED, PushEventState.ABORTED),
-        (PushEventState.COMMITTED, PushEventState.CONFIRMED),
         (PushEventState.CONFIRMED, PushEventState.RECEIVED),
     }
     for source in PushEventState:
@@ -143,12 +144,15 @@ def test_a_refusal_names_every_refused_ref() -> None:
 # --- intents ------------------------------------------------------------------------------------
 
 
-def test_intents_are_recorded_once_and_marked(session: Session, repo_id: int) -> None:
+def test_intents_are_recorded_once_confirmed_and_cancelled(
+    session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
+) -> None:
     context = push(session, repo_id)
-    a, b = "a" * 40, "b" * 40
+    a, b = commit(git, "a"), commit(git, "b")
     updates = [
         Update(ZERO, a, "refs/heads/main"),
         Update(a, b, "refs/heads/dev"),
+        Update(ZERO, a, "HEAD"),  # git's reflog-only mirror of the branch HEAD points to
         Update(ZERO, ZERO, "refs/heads/gone"),  # git's no-op packed-refs update
         Update(ZERO, a, "refs/forge-ci/push-events/9"),  # internal: never an event
     ]
@@ -160,16 +164,20 @@ def test_intents_are_recorded_once_and_marked(session: Session, repo_id: int) ->
         record_intents(session, context, [Update(ZERO, b, "refs/heads/main")])
     session.rollback()
 
-    assert mark_committed(session, context, [Update(ZERO, a, "refs/heads/main")]) == 1
-    assert mark_committed(session, context, [Update(ZERO, a, "refs/heads/main")]) == 0
-    assert mark_aborted(session, context, [Update(a, b, "refs/heads/dev")]) == 1
+    main = [Update(ZERO, a, "refs/heads/main")]
+    [main_id] = confirm_updates(session, settings, context, main)
+    assert confirm_updates(session, settings, context, main) == []  # already confirmed
+    assert str(git.references[f"refs/forge-ci/push-events/{main_id}"].target) == a
+    assert mark_aborted(session, context, [Update(a, b, "refs/heads/dev")]) == [max(ids)]
     # Another push's callbacks never touch these rows.
     other = push(session, repo_id, "s2")
-    assert mark_aborted(session, other, [Update(ZERO, a, "refs/heads/main")]) == 0
-    assert states(session) == {"refs/heads/main": "committed", "refs/heads/dev": "aborted"}
+    assert mark_aborted(session, other, main) == []
+    assert confirm_updates(session, settings, other, [Update(a, b, "refs/heads/dev")]) == []
+    assert states(session) == {"refs/heads/main": "confirmed", "refs/heads/dev": "aborted"}
     event = session.scalar(select(PushEvent).where(PushEvent.ref == "refs/heads/dev"))
     assert event is not None and event.settled_at is not None
     assert event.pusher.name == "alice" and event.push_session == "s1"
+    session.rollback()
 
 
 def test_intents_for_refused_refs_are_not_recorded(session: Session, repo_id: int) -> None:
@@ -234,15 +242,16 @@ def test_settling_resolves_prepared_intents_against_the_refs(
     assert settle_repository(session, settings, repo_id).confirmed == []
 
 
-def test_committed_events_are_pinned_and_confirmed(
+def test_a_confirmation_leaves_nothing_to_settle(
     session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
 ) -> None:
     c1 = commit(git, "one")
     context = push(session, repo_id)
-    [event_id] = record_intents(session, context, [Update(ZERO, c1, "refs/heads/main")])
+    update = [Update(ZERO, c1, "refs/heads/main")]
+    [event_id] = record_intents(session, context, update)
     set_ref(git, "refs/heads/main", c1)
-    mark_committed(session, context, [Update(ZERO, c1, "refs/heads/main")])
-    assert settle_repository(session, settings, repo_id).confirmed == [event_id]
+    assert confirm_updates(session, settings, context, update) == [event_id]
+    assert settle_repository(session, settings, repo_id).confirmed == []
     assert str(git.references[f"refs/forge-ci/push-events/{event_id}"].target) == c1
     assert confirmed_event_ids(session) == [event_id]
     session.rollback()
@@ -292,10 +301,15 @@ def test_a_vanished_ref_or_commit_needs_inspection(
     with pytest.raises(NeedsInspection, match="the ref no longer exists"):
         settle_repository(session, settings, repo_id)
 
+    set_ref(git, "refs/heads/main", c1)  # (resolved: back at its old value)
     other = push(session, repo_id, "s2")
     missing = "1234567890" * 4
-    record_intents(session, other, [Update(ZERO, missing, "refs/heads/ghost")])
-    mark_committed(session, other, [Update(ZERO, missing, "refs/heads/ghost")])
+    ghost = [Update(ZERO, missing, "refs/heads/ghost")]
+    record_intents(session, other, ghost)
+    # git says it moved the ref, but the commit cannot be pinned: left for settling to judge
+    assert confirm_updates(session, settings, other, ghost) == []
+    # ...as it is when the ref points at an object the repository does not have.
+    (Path(git.path) / "refs/heads/ghost").write_text(missing + "\n")
     with pytest.raises(NeedsInspection, match="commit is missing"):
         settle_repository(session, settings, repo_id)
 

@@ -66,3 +66,30 @@ def test_invalid_toml_and_missing_file_are_named(tmp_path: Path) -> None:
 def test_bad_values_are_refused(tmp_path: Path, var: str, value: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path), var: value})
+
+
+def test_test_faults_need_testing_switched_on(tmp_path: Path) -> None:
+    base = {"FORGE_CI_DATA_DIR": str(tmp_path)}
+    assert load_settings(env=base).test_faults == ()
+    with pytest.raises(ConfigurationError, match="FORGE_CI_TESTING is not 1"):
+        load_settings(env={**base, "FORGE_CI_TEST_FAULTS": "pause-before-record"})
+    with pytest.raises(ConfigurationError, match="unknown fault 'explode'"):
+        load_settings(env={**base, "FORGE_CI_TESTING": "1", "FORGE_CI_TEST_FAULTS": "explode"})
+    settings = load_settings(
+        env={
+            **base,
+            "FORGE_CI_TESTING": "1",
+            "FORGE_CI_TEST_FAULTS": "pause-before-record, unhooked=a/b+c/d",
+        }
+    )
+    assert settings.test_fault("pause-before-record") is not None
+    fault = settings.test_fault("unhooked")
+    assert fault is not None and fault.argument == "a/b+c/d"
+    assert settings.test_fault("pause-before-committed-mark") is None
+
+
+def test_the_configuration_file_cannot_switch_faults_on(tmp_path: Path) -> None:
+    config = tmp_path / "forge-ci.toml"
+    config.write_text('test_faults = "pause-before-record"\n')
+    with pytest.raises(ConfigurationError, match="unknown setting 'test_faults'"):
+        load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path)})

@@ -13,6 +13,7 @@ and maps refusals to statuses with a stable ``code``::
     POST attempts/<id>/steps          attempt credential    -> attempt status
     POST attempts/<id>/logs           attempt credential    -> attempt status
     POST attempts/<id>/complete       attempt credential    -> attempt status
+    POST attempts/<id>/source.tar     attempt credential    -> application/x-tar (running only)
 
 Register it with :func:`register_runner_api`. Claims long-poll: serve with threads (gunicorn
 ``gthread`` workers, ``threaded=True`` for the development server); the coordinator lets at
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
+from werkzeug.wsgi import wrap_file
 
 from forge_ci import protocol
 from forge_ci.coordinator.credentials import bearer_token
@@ -140,6 +142,26 @@ def claims() -> Response:
 
 
 _ACTIONS = ("start", "heartbeat", "steps", "logs", "complete")
+
+
+@blueprint.post("/attempts/<attempt_id>/source.tar")
+@_api
+def source_archive(attempt_id: str) -> Response:
+    """The pinned commit as a tar, for a running attempt bound to the asking runner."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().source(token, number, parsed)
+    response = Response(
+        wrap_file(request.environ, archive.file),
+        mimetype="application/x-tar",
+        direct_passthrough=True,
+    )
+    response.content_length = archive.size
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Forge-CI-Commit"] = archive.sha
+    response.call_on_close(archive.file.close)
+    return response
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

@@ -196,3 +196,48 @@ def test_the_console_script_prompts_for_a_password_and_maps_errors(
     assert result.returncode == 2
     result = run("repo", "create", "bob/x")
     assert (result.returncode, result.stderr) == (2, "forge-ci: unknown user 'bob'\n")
+
+
+def test_hooks_are_installed_by_init_and_on_demand(cli: Cli) -> None:
+    hooks = cli.data_dir / "hooks"
+    assert sorted(p.name for p in hooks.iterdir()) == ["pre-receive", "reference-transaction"]
+    (hooks / "pre-receive").unlink()
+    (hooks / "reference-transaction").chmod(0o644)
+    out = cli.ok("hooks", "install")
+    assert f"installed hook {hooks / 'pre-receive'}" in out
+    assert all(os.access(p, os.X_OK) for p in hooks.iterdir())
+
+
+def test_push_events_are_listed(cli: Cli) -> None:
+    from forge_ci.db import Database
+    from forge_ci.hookwire import Update
+    from forge_ci.pushes.intents import PushContext, record_intents
+    from forge_ci.settings import load_settings
+
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    assert json.loads(cli.ok("events", "list", "alice/demo", "--json")) == []
+    assert "(none)" in cli.ok("events", "list", "alice/demo")
+    settings = load_settings(
+        env={"FORGE_CI_DATA_DIR": str(cli.data_dir), "FORGE_CI_DATABASE_URL": cli.database_url}
+    )
+    database = Database(settings)
+    new = "c0ffee" + "0" * 34
+    with database.session() as session:
+        context = PushContext(1, 1, "s1", "alice/demo")
+        record_intents(session, context, [Update("0" * 40, new, "refs/heads/main")])
+    database.dispose()
+
+    [row] = json.loads(cli.ok("events", "list", "alice/demo", "--json"))
+    assert row.pop("created_at").endswith("+00:00")
+    assert row == {
+        "id": 1,
+        "ref": "refs/heads/main",
+        "old_sha": "0" * 40,
+        "new_sha": new,
+        "pusher": "alice",
+        "state": "prepared",
+    }
+    table = cli.ok("events", "list", "alice/demo")
+    assert "prepared" in table and "refs/heads/main" in table and "c0ffee000000" in table
+    assert "repository alice/nope not found" in cli.refused("events", "list", "alice/nope")

@@ -310,3 +310,41 @@ def test_a_refused_start_does_not_roll_back_the_verdict(world: World) -> None:
     assert isinstance(error.error, AttemptEnded)
     assert world.attempt(claimed.id).conclusion == "lost"
     assert not isinstance(error.error, ExecutionMismatch)
+
+
+def test_a_provider_may_fail_an_attempt_it_could_not_start(world: World) -> None:
+    from forge_ci.protocol import CompleteRequest
+
+    world.queue_run()
+    claimed = world.claim()
+    assert claimed is not None
+    status = world.coordinator.complete(
+        claimed.token, claimed.id, CompleteRequest("", "success", 0, {})
+    )
+    assert status.conclusion == "failure"  # nothing ran, so nothing can have succeeded
+    assert "did not finish" in (world.attempt(claimed.id).status_reason or "")
+    named = refused(
+        world.coordinator.complete,
+        claimed.token,
+        claimed.id,
+        CompleteRequest(claimed.execution_id, "failure", 0, {}),
+    )
+    assert named.error.code in ("completion_conflict", "attempt_ended")
+
+
+def test_heartbeats_count_as_provider_contact(world: World) -> None:
+    from forge_ci.coordinator.providers import show_provider
+
+    world.queue_run()
+    claimed = world.claim()
+    assert claimed is not None
+    claimed_at = world.clock()
+    world.start(claimed)
+    with world.session() as session:
+        assert show_provider(session, OPERATOR, "p1").last_contact_at == claimed_at
+    world.clock.advance(30)
+    world.heartbeat(claimed)
+    with world.session() as session:
+        info = show_provider(session, OPERATOR, "p1")
+    assert info.last_contact_at == world.clock()
+    assert info.active_attempts == 1

@@ -412,7 +412,7 @@ def test_the_worker_job_asks_rq_to_retry_a_busy_repository_in_30_seconds(
     event_id = _event(forge, forge.commit({WF + "a.yml": ON_MAIN}))
     monkeypatch.setenv("FORGE_CI_DATA_DIR", str(forge.settings.data_dir))
     monkeypatch.setenv("FORGE_CI_DATABASE_URL", forge.settings.database_url)
-    monkeypatch.setattr(worker.jobs, "_process", None)
+    monkeypatch.setattr(worker.jobs, "_process_database", None)
     monkeypatch.setattr(events, "EVENT_LOCK_TIMEOUT", 0.1)
     try:
         with repository_lock(forge.settings.locks_dir, forge.repo.id, "alice/demo", 1):
@@ -423,6 +423,6 @@ def test_the_worker_job_asks_rq_to_retry_a_busy_repository_in_30_seconds(
         outcome = worker.jobs.process_push_event(event_id)
         assert isinstance(outcome, events.EventOutcome) and outcome.runs == (1,)
     finally:
-        state = worker.jobs._process
+        state = worker.jobs._process_database
         if state is not None:
-            state[2].dispose()
+            state[1].dispose()

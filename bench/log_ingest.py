@@ -1,0 +1,129 @@
+"""Log ingestion throughput with 64 issued secrets versus none (only the attempt credential).
+
+    PYTHONPATH=. python bench/log_ingest.py [--megabytes 8] [--chunk 32768]
+
+Measures MB/s of text stored through the whole log path (authentication, masking with the
+sealed carry-over, storage, one transaction per chunk) on SQLite, and of the masker alone, and
+prints the ratio with/without secrets: with Aho-Corasick, 64 secrets should cost about what
+one does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import string
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._setup import bench_settings, plan_job, seed  # noqa: E402
+from forge_ci.coordinator.credentials import new_request_id, new_token  # noqa: E402
+from forge_ci.coordinator.service import Coordinator  # noqa: E402
+from forge_ci.db import Database  # noqa: E402
+from forge_ci.masking import EMPTY, Masker, patterns_for  # noqa: E402
+from forge_ci.protocol import ClaimRequest, LogRequest, StartRequest  # noqa: E402
+
+SECRETS = 64
+
+
+class FixedSecrets:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def values_for(self, session: Any, run: Any, job: Any, wanted: Any) -> Any:
+        return {
+            step_id: {env: self.values[name] for env, name in env_map.items()}
+            for step_id, env_map in wanted.items()
+        }
+
+
+def output(megabytes: float, seed_value: int) -> str:
+    """Build-like text: words, paths, numbers; no secrets in it."""
+    rng = random.Random(seed_value)
+    words = ["compiling", "test", "ok", "src/main.py", "warning:", "0.31s", "PASS", "linking"]
+    lines = []
+    size = 0
+    while size < megabytes * 1024 * 1024:
+        line = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + "\n"
+        lines.append(line)
+        size += len(line)
+    return "".join(lines)
+
+
+def chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def service_rate(values: dict[str, str], text: str, chunk: int) -> float:
+    env = {f"S{i}": {"secret": name} for i, name in enumerate(values)}
+    with bench_settings("sqlite") as settings:
+        token = seed(settings, 1, 1, 1, jobs_per_run=1, job=plan_job("j", env))[0]
+        database = Database(settings)
+        try:
+            coordinator = Coordinator(
+                database.session, settings, secret_source=FixedSecrets(values)
+            )
+            attempt_token = new_token()
+            claimed = coordinator.claim(token, ClaimRequest(new_request_id(), attempt_token, 0))
+            assignment = claimed.assignment
+            assert assignment is not None
+            execution = uuid.uuid4().hex
+            coordinator.start(attempt_token, assignment.attempt_id, StartRequest(execution))
+            pieces = chunks(text, chunk)
+            began = time.perf_counter()
+            for number, piece in enumerate(pieces, 1):
+                coordinator.log(
+                    attempt_token,
+                    assignment.attempt_id,
+                    LogRequest(execution, number, "build", "stdout", piece),
+                )
+            elapsed = time.perf_counter() - began
+        finally:
+            database.dispose()
+    return len(text.encode()) / elapsed / 1e6
+
+
+def masker_rate(values: list[str], text: str, chunk: int) -> float:
+    masker = Masker(patterns_for(values))
+    pieces = chunks(text, chunk)
+    began = time.perf_counter()
+    carry = EMPTY
+    for piece in pieces:
+        _, carry = masker.feed(carry, piece)
+    masker.finish(carry)
+    return len(text.encode()) / (time.perf_counter() - began) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=float, default=8)
+    parser.add_argument("--chunk", type=int, default=32 * 1024)
+    options = parser.parse_args()
+    rng = random.Random(7)
+    alphabet = string.ascii_letters + string.digits
+    secrets = {
+        f"SECRET_{i}": "".join(rng.choice(alphabet) for _ in range(32)) for i in range(SECRETS)
+    }
+    text = output(options.megabytes, 1)
+    token = new_token()
+    plain = masker_rate([token], text, options.chunk)
+    many = masker_rate([token, *secrets.values()], text, options.chunk)
+    print(
+        f"masker alone       none: {plain:7.1f} MB/s   {SECRETS} secrets: {many:7.1f} MB/s   "
+        f"ratio {many / plain:.2f}"
+    )
+    plain = service_rate({}, text, options.chunk)
+    many = service_rate(secrets, text, options.chunk)
+    print(
+        f"stored (SQLite)    none: {plain:7.1f} MB/s   {SECRETS} secrets: {many:7.1f} MB/s   "
+        f"ratio {many / plain:.2f}   ({options.megabytes:g} MB in {options.chunk} B chunks)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""The worker's side on both databases: the job is idempotent, the scan recovers and re-enqueues."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+
+import pygit2
+import pytest
+import redis
+from rq import Queue
+from sqlalchemy.orm import Session
+
+from forge_ci.accounts import create_user
+from forge_ci.authz import Actor
+from forge_ci.db import Database
+from forge_ci.gitstore import repository_path
+from forge_ci.hookwire import Update
+from forge_ci.locks import repository_lock
+from forge_ci.models import PushEvent
+from forge_ci.pushes.intents import PushContext, record_intents
+from forge_ci.pushes.settling import confirm_updates, settle_repository
+from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
+from forge_ci.repos import create_repository
+from forge_ci.runs.events import EventOutcome
+from forge_ci.settings import Settings
+from worker import jobs
+from worker.main import scan
+
+ZERO = "0" * 40
+
+
+@pytest.fixture
+def repo(session: Session, settings: Settings) -> tuple[int, int, pygit2.Repository]:
+    """(repository id, alice's id, the bare repository)"""
+    alice = create_user(session, Actor.operator(), "alice", None)
+    repository = create_repository(session, settings, Actor.operator(), "alice/demo")
+    session.commit()
+    git = pygit2.Repository(str(repository_path(settings.repositories_dir, "alice", "demo")))
+    return repository.id, alice.id, git
+
+
+def commit(git: pygit2.Repository, message: str) -> str:
+    signature = pygit2.Signature("T", "t@example.com", 1700000000, 0)
+    return str(
+        git.create_commit(None, signature, signature, message, git.TreeBuilder().write(), [])
+    )
+
+
+def intent(
+    database: Database, repo: tuple[int, int, pygit2.Repository], session_id: str, ref: str
+) -> tuple[int, str]:
+    """A prepared intent for a new commit on ``ref``; the ref is not moved."""
+    repository_id, pusher_id, git = repo
+    new = commit(git, session_id)
+    with database.session() as s:
+        [event_id] = record_intents(
+            s,
+            PushContext(repository_id, pusher_id, session_id, "alice/demo"),
+            [Update(ZERO, new, ref)],
+        )
+    return event_id, new
+
+
+def state(database: Database, event_id: int) -> str:
+    with database.session() as s:
+        event = s.get(PushEvent, event_id)
+        assert event is not None
+        return event.state
+
+
+@pytest.fixture
+def job_database(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The job reads its settings from the environment, as in a worker process."""
+    monkeypatch.setenv("FORGE_CI_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("FORGE_CI_DATABASE_URL", settings.database_url)
+    monkeypatch.setattr(jobs, "_process_database", None)
+    yield
+    if jobs._process_database is not None:
+        jobs._process_database[1].dispose()
+
+
+Repo = tuple[int, int, pygit2.Repository]
+
+
+def test_processing_a_push_event_is_idempotent(
+    settings: Settings, database: Database, repo: Repo, job_database: None
+) -> None:
+    repository_id, _, git = repo
+    event_id, new = intent(database, repo, "s1", "refs/heads/main")
+    outcome = jobs.process_push_event(event_id)
+    assert isinstance(outcome, EventOutcome) and outcome.result is None  # not confirmed yet
+    git.references.create("refs/heads/main", pygit2.Oid(hex=new))
+    with database.session() as s:
+        settle_repository(s, settings, repository_id)
+    first = jobs.process_push_event(event_id)
+    assert isinstance(first, EventOutcome) and first.result == "disabled"  # push workflows off
+    assert jobs.process_push_event(event_id) == first  # a second delivery changes nothing
+    stale = jobs.process_push_event(424242)  # nor does a stale id
+    assert isinstance(stale, EventOutcome) and stale.result is None
+    assert state(database, event_id) == "received"
+
+
+@pytest.fixture
+def queue(settings: Settings, redis_url: str) -> Iterator[JobQueue]:
+    value = JobQueue(dataclasses.replace(settings, redis_url=redis_url))
+    yield value
+    value.close()
+
+
+def queued(redis_url: str) -> list[str]:
+    connection = redis.Redis.from_url(redis_url)
+    try:
+        return list(Queue(PUSH_EVENTS_QUEUE, connection=connection).job_ids)
+    finally:
+        connection.close()
+
+
+def test_the_scan_settles_crash_leftovers_and_enqueues_confirmed_events(
+    settings: Settings,
+    database: Database,
+    repo: tuple[int, int, pygit2.Repository],
+    queue: JobQueue,
+    redis_url: str,
+) -> None:
+    repository_id, pusher_id, git = repo
+    # A push that crashed after git moved the ref, before anyone confirmed it.
+    moved, moved_to = intent(database, repo, "s1", "refs/heads/main")
+    git.references.create("refs/heads/main", pygit2.Oid(hex=moved_to))
+    # A push that crashed before git moved anything.
+    stuck, _ = intent(database, repo, "s2", "refs/heads/other")
+    # A push that completed normally but whose enqueue was lost with Redis.
+    done, done_to = intent(database, repo, "s3", "refs/heads/done")
+    git.references.create("refs/heads/done", pygit2.Oid(hex=done_to))
+    with database.session() as s:
+        context = PushContext(repository_id, pusher_id, "s3", "alice/demo")
+        confirm_updates(s, settings, context, [Update(ZERO, done_to, "refs/heads/done")])
+
+    assert sorted(scan(settings, database, queue)) == sorted([moved, done])
+    assert (state(database, moved), state(database, stuck), state(database, done)) == (
+        "confirmed",
+        "aborted",
+        "confirmed",
+    )
+    assert str(git.references[f"refs/forge-ci/push-events/{moved}"].target) == moved_to
+    assert sorted(queued(redis_url)) == sorted([f"push-event-{moved}", f"push-event-{done}"])
+    # Scanning again while the jobs wait adds nothing; after Redis lost them, they come back.
+    scan(settings, database, queue)
+    assert len(queued(redis_url)) == 2
+    redis.Redis.from_url(redis_url).flushall()
+    scan(settings, database, queue)
+    assert len(queued(redis_url)) == 2
+
+
+def test_the_scan_skips_busy_repositories_and_reports_inspections(
+    settings: Settings,
+    database: Database,
+    repo: tuple[int, int, pygit2.Repository],
+    queue: JobQueue,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    repository_id, _, git = repo
+    event_id, _ = intent(database, repo, "s1", "refs/heads/main")
+    with repository_lock(settings.locks_dir, repository_id, "alice/demo", 1):
+        assert scan(settings, database, queue) == []  # a push holds it: it settles itself
+    assert state(database, event_id) == "prepared"
+
+    git.references.create("refs/heads/main", pygit2.Oid(hex=commit(git, "by hand")))
+    with caplog.at_level(logging.ERROR, logger="worker.main"):
+        assert scan(settings, database, queue) == []
+    assert f"push event {event_id}" in caplog.text and "needs inspection" in caplog.text
+    assert state(database, event_id) == "prepared"

@@ -1,0 +1,191 @@
+"""File commands: what a step writes to ``$GITHUB_ENV``, ``$GITHUB_PATH`` and ``$GITHUB_OUTPUT``.
+
+Each step gets three fresh, empty files; after it ends the runner reads them (at most 1 MiB
+each) with GitHub's syntax::
+
+    NAME=value                 one line
+    NAME<<DELIMITER            several lines, ended by a line that is exactly DELIMITER
+    line 1
+    line 2
+    DELIMITER
+
+``=`` before ``<<`` on a line means the one-line form. Empty lines are skipped; anything else
+is an error that fails the step, naming the file and line. ``GITHUB_PATH`` holds one directory
+per line, prepended to ``PATH`` for later steps (the last line written comes first).
+
+``GITHUB_ENV`` may not set reserved names (the executor's ``FORGE_CI_*``, ``GITHUB_*`` and
+``RUNNER_*``, ``PATH`` (use ``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables
+that make a shell or the loader run other code, as in workflow ``env``). The values are text:
+nothing in them is evaluated.
+
+``::set-output``, ``::set-env``, ``::add-path`` and the other ``::`` workflow commands printed
+to the log are *not* interpreted; these files are the only channel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+MAX_FILE_BYTES = 1024 * 1024
+#: Total size of the names and values the job's steps added to the environment.
+MAX_ENV_BYTES = 1024 * 1024
+MAX_PATH_ENTRIES = 100
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
+_OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}\Z")
+_RESERVED_PREFIXES = ("FORGE_CI_", "GITHUB_", "RUNNER_", "LD_", "DYLD_")
+_RESERVED_NAMES = frozenset(
+    {
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "NODE_OPTIONS",
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "CI",
+        "FORGE_CI",
+    }
+)
+
+
+class FileCommandError(Exception):
+    """A file command could not be applied; the message names the file and line."""
+
+
+def reserved_env_name(name: str) -> bool:
+    """Whether ``name`` belongs to the executor (compared without regard to case)."""
+    upper = name.upper()
+    return upper in _RESERVED_NAMES or upper.startswith(_RESERVED_PREFIXES)
+
+
+def _read(path: str, what: str) -> str:
+    """The file's text ("" when a step removed it), or FileCommandError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise FileCommandError(f"{what}: cannot read it: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise FileCommandError(f"{what}: larger than {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileCommandError(f"{what}: not UTF-8 (byte {exc.start})") from None
+    if "\x00" in text:
+        raise FileCommandError(f"{what}: contains a NUL character")
+    return text
+
+
+def parse_assignments(text: str, what: str) -> list[tuple[str, str]]:
+    """``NAME=value`` and ``NAME<<DELIMITER`` entries of ``text`` in order."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    entries: list[tuple[str, str]] = []
+    index = 0
+    while index < len(lines):
+        number = index + 1
+        line = lines[index].removesuffix("\r")
+        index += 1
+        if line == "":
+            continue
+        equals = line.find("=")
+        heredoc = line.find("<<")
+        if equals >= 0 and (heredoc < 0 or equals < heredoc):
+            entries.append((line[:equals], line[equals + 1 :]))
+            continue
+        if heredoc < 0:
+            raise FileCommandError(
+                f"{what} line {number}: expected NAME=value or NAME<<DELIMITER, got {line[:80]!r}"
+            )
+        name, delimiter = line[:heredoc], line[heredoc + 2 :]
+        if not delimiter:
+            raise FileCommandError(f"{what} line {number}: the delimiter after << is empty")
+        value: list[str] = []
+        while True:
+            if index >= len(lines):
+                raise FileCommandError(
+                    f"{what} line {number}: no line {delimiter[:80]!r} ends the value of "
+                    f"{name[:80]!r}"
+                )
+            current = lines[index].removesuffix("\r")
+            index += 1
+            if current == delimiter:
+                break
+            value.append(current)
+        entries.append((name, "\n".join(value)))
+    return entries
+
+
+def check_env_name(name: str, where: str) -> None:
+    if not _ENV_NAME.match(name):
+        raise FileCommandError(
+            f"{where}: {name[:80]!r} is not an environment variable name (letters, digits and "
+            "'_', not starting with a digit)"
+        )
+    if reserved_env_name(name):
+        raise FileCommandError(f"{where}: {name} is reserved for the runner and cannot be set")
+
+
+@dataclass
+class Updates:
+    """What one step's file commands change for the steps after it."""
+
+    env: dict[str, str]
+    path: list[str]
+    outputs: dict[str, str]
+
+
+class CommandFiles:
+    """The three files of one step, created empty in the runner's directory."""
+
+    def __init__(self, directory: str, step_number: int) -> None:
+        self.env = os.path.join(directory, f"env-{step_number}")
+        self.path = os.path.join(directory, f"path-{step_number}")
+        self.output = os.path.join(directory, f"output-{step_number}")
+
+    def create(self) -> None:
+        for name in (self.env, self.path, self.output):
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            os.close(fd)
+
+    def remove(self) -> None:
+        for name in (self.env, self.path, self.output):
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+
+    def read(self) -> Updates:
+        env: dict[str, str] = {}
+        for name, value in parse_assignments(_read(self.env, "GITHUB_ENV"), "GITHUB_ENV"):
+            check_env_name(name, "GITHUB_ENV")
+            env[name] = value
+        outputs: dict[str, str] = {}
+        for name, value in parse_assignments(_read(self.output, "GITHUB_OUTPUT"), "GITHUB_OUTPUT"):
+            if not _OUTPUT_NAME.match(name):
+                raise FileCommandError(
+                    f"GITHUB_OUTPUT: {name[:80]!r} is not an output name (letters, digits, '_' "
+                    "and '-', not starting with a digit or '-', at most 100)"
+                )
+            outputs[name] = value
+        path: list[str] = []
+        for number, line in enumerate(_read(self.path, "GITHUB_PATH").split("\n"), start=1):
+            entry = line.removesuffix("\r")
+            if not entry:
+                continue
+            if ":" in entry:
+                raise FileCommandError(
+                    f"GITHUB_PATH line {number}: {entry[:80]!r} contains ':', which would add "
+                    "several directories"
+                )
+            path.append(entry)
+        if len(path) > MAX_PATH_ENTRIES:
+            raise FileCommandError(f"GITHUB_PATH: more than {MAX_PATH_ENTRIES} directories")
+        return Updates(env, path, outputs)

@@ -1,0 +1,204 @@
+"""The watchdog: one thread that decides, on the runner's monotonic clock, when work must stop.
+
+It never does I/O, so a hung request cannot delay it. Every answer of the server is folded in
+(:meth:`Watchdog.observe`) and turned into local deadlines, conservatively: a duration the
+server states is counted from when the request was *sent*::
+
+    job deadline   sent + (job_deadline_ms - server_time_ms), minus 2 s so that the report
+                   still arrives before the server's own deadline          -> timed_out
+    lease          sent + (lease_deadline_ms - server_time_ms), minus a margin of a quarter
+                   of the lease (at least 0.5 s, at most 10 s); a lease that lasts until the
+                   job deadline is not a separate clock                    -> lost
+    cancellation   cancel_requested in any answer                          -> cancelled
+    ended          the attempt is completed on the server                  -> ended
+    step timeout   the running step's own limit (never past the job's)     -> that step only
+
+The first reason to stop the job wins and is kept. The running step's process group is asked
+to stop (SIGTERM) at once and killed (SIGKILL) after a short grace.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+from forge_ci.protocol import AttemptStatus
+from worker.runner.clock import now
+from worker.runner.processes import ProcessGroup
+
+TICK = 0.05
+JOB_DEADLINE_MARGIN = 2.0
+MIN_LEASE_MARGIN = 0.5
+MAX_LEASE_MARGIN = 10.0
+#: Heartbeats go out this often, or four times per lease when the lease is shorter.
+HEARTBEAT_SECONDS = 5.0
+
+#: Reasons to stop the job, and the conclusion the runner reports for each (None: it does not
+#: report, the server decides or already decided).
+STOP_CONCLUSIONS = {
+    "cancelled": "cancelled",
+    "interrupted": "cancelled",
+    "timed_out": "timed_out",
+    "lost": None,
+    "ended": None,
+    "refused": None,
+}
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the job stops: a kind (a key of STOP_CONCLUSIONS) and a message for people."""
+
+    kind: str
+    message: str
+
+
+class Watchdog:
+    """Deadlines, the lease, the stop decision and the running step's process group."""
+
+    def __init__(self, timeout_minutes: int) -> None:
+        self.timeout_minutes = timeout_minutes
+        self._lock = threading.Lock()
+        self._stop: Stop | None = None
+        self.stopped = threading.Event()
+        self._job_deadline = math.inf
+        self._lease_expiry = math.inf
+        self._lease_seconds = 0.0
+        self._lease_capped = False
+        self._group: ProcessGroup | None = None
+        self._step_deadline = math.inf
+        self._step_timed_out = False
+        #: The newest answer of the server (by its clock).
+        self.last_status: AttemptStatus | None = None
+        self._finished = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
+
+    # -- what the server said -------------------------------------------------------------------
+
+    def observe(self, status: AttemptStatus, sent_at: float) -> None:
+        """Fold in an answer to a request sent at ``sent_at`` (clock time)."""
+        server = status.server_time_ms
+        with self._lock:
+            if self.last_status is None or server >= self.last_status.server_time_ms:
+                self.last_status = status
+            if status.job_deadline_ms:
+                deadline = sent_at + (status.job_deadline_ms - server) / 1000
+                self._job_deadline = min(self._job_deadline, deadline)
+            if status.lease_deadline_ms and status.state != "completed":
+                seconds = (status.lease_deadline_ms - server) / 1000
+                self._lease_seconds = max(self._lease_seconds, seconds)
+                expiry = sent_at + seconds
+                self._lease_expiry = (
+                    expiry if math.isinf(self._lease_expiry) else max(self._lease_expiry, expiry)
+                )
+                self._lease_capped = bool(
+                    status.job_deadline_ms and status.lease_deadline_ms >= status.job_deadline_ms
+                )
+        if status.state == "completed":
+            self.request_stop(
+                "ended", f"the server ended the attempt ({status.conclusion or 'completed'})"
+            )
+        elif status.cancel_requested:
+            self.request_stop("cancelled", f"cancelled: {status.cancel_reason or 'by request'}")
+
+    def lease_margin(self) -> float:
+        return min(MAX_LEASE_MARGIN, max(MIN_LEASE_MARGIN, self._lease_seconds / 4))
+
+    def heartbeat_interval(self) -> float:
+        if self._lease_seconds <= 0:
+            return HEARTBEAT_SECONDS
+        return min(HEARTBEAT_SECONDS, max(0.2, self._lease_seconds / 4))
+
+    def safe_until(self) -> float:
+        """Clock time until which the lease is surely held (for retry deadlines)."""
+        with self._lock:
+            if self._lease_capped:
+                return self._job_deadline
+            return self._lease_expiry - self.lease_margin()
+
+    # -- the stop decision ----------------------------------------------------------------------
+
+    def request_stop(self, kind: str, message: str) -> None:
+        """Stop the job for ``kind``; the first reason is kept."""
+        assert kind in STOP_CONCLUSIONS, kind
+        with self._lock:
+            if self._stop is None:
+                self._stop = Stop(kind, message)
+                self.stopped.set()
+
+    @property
+    def stop(self) -> Stop | None:
+        return self._stop
+
+    def lost(self) -> bool:
+        """True once the lease can no longer be trusted (nothing should be retried then)."""
+        stop = self._stop
+        return stop is not None and stop.kind in ("lost", "ended", "refused")
+
+    # -- the running step -----------------------------------------------------------------------
+
+    def begin_step(self, deadline: float) -> None:
+        with self._lock:
+            self._step_deadline = deadline
+            self._step_timed_out = False
+
+    def attach(self, group: ProcessGroup) -> None:
+        with self._lock:
+            self._group = group
+        if self.stopped.is_set():
+            group.terminate(now())
+
+    def detach(self) -> None:
+        with self._lock:
+            self._group = None
+
+    def end_step(self) -> bool:
+        """Forget the step; True when it ran out of time."""
+        with self._lock:
+            timed_out = self._step_timed_out
+            self._group = None
+            self._step_deadline = math.inf
+            self._step_timed_out = False
+            return timed_out
+
+    def step_expired(self) -> bool:
+        return self._step_timed_out or self.stopped.is_set()
+
+    # -- the thread -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._finished.set()
+        self._thread.join(timeout=5)
+
+    def check(self, at: float) -> None:
+        """One tick (the thread calls it; tests may too)."""
+        with self._lock:
+            job_due = at >= self._job_deadline - JOB_DEADLINE_MARGIN
+            lease_due = not self._lease_capped and at >= self._lease_expiry - self.lease_margin()
+            if at >= self._step_deadline and not self._step_timed_out:
+                self._step_timed_out = True
+            group = self._group
+            step_stop = self._step_timed_out
+        if job_due:
+            self.request_stop(
+                "timed_out",
+                f"the job reached its time limit (timeout-minutes: {self.timeout_minutes})",
+            )
+        elif lease_due:
+            self.request_stop(
+                "lost",
+                "the lease could not be renewed in time (no answer from the runner API); "
+                "stopping everything",
+            )
+        if group is not None:
+            if step_stop or self.stopped.is_set():
+                group.terminate(at)
+            group.escalate(at)
+
+    def _run(self) -> None:
+        while not self._finished.wait(TICK):
+            self.check(now())
