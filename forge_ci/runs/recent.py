@@ -19,11 +19,7 @@ from forge_ci.models import PushEvent, PushEventState
 from forge_ci.repos import find_repository
 from forge_ci.runs.queries import PushEventView, show_push_event
 
-ACCEPTED = (
-    PushEventState.COMMITTED.value,
-    PushEventState.CONFIRMED.value,
-    PushEventState.RECEIVED.value,
-)
+ACCEPTED = (PushEventState.CONFIRMED.value, PushEventState.RECEIVED.value)
 MAX_RECENT = 50
 
 
