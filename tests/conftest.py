@@ -97,6 +97,14 @@ class PostgresDatabases:
             self.template = name
         return self.template
 
+    def drop(self, url: str) -> None:
+        """Drop one test's database as soon as the test is done with it."""
+        name = make_url(url).database
+        if name in self.created:
+            with self.admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            self.created.remove(name)
+
     def drop_all(self) -> None:
         with self.admin.connect() as conn:
             for name in reversed(self.created):
@@ -134,32 +142,39 @@ def db_kind(request: pytest.FixtureRequest) -> str:
     return kind
 
 
-def _new_db_url(kind: str, migrated: bool, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+def _new_db_url(
+    kind: str, migrated: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
     if kind == "sqlite":
         path = tmp_path / "forge-ci.db"
         if migrated:
             shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
-        return f"sqlite:///{path}"
+        yield f"sqlite:///{path}"
+        return
     databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
-    return databases.create(migrated)
+    url = databases.create(migrated)
+    yield url
+    # Dropped with its test, not all at the session's end: hundreds of drops there would be
+    # charged to the last test's timeout.
+    databases.drop(url)
 
 
 @pytest.fixture
-def db_url(db_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+def db_url(db_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A migrated, empty database of each kind."""
-    return _new_db_url(db_kind, True, tmp_path, request)
+    yield from _new_db_url(db_kind, True, tmp_path, request)
 
 
 @pytest.fixture
-def empty_db_url(db_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+def empty_db_url(db_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A database of each kind with no schema at all."""
-    return _new_db_url(db_kind, False, tmp_path, request)
+    yield from _new_db_url(db_kind, False, tmp_path, request)
 
 
 @pytest.fixture
-def sqlite_db_url(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+def sqlite_db_url(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A migrated SQLite database, for tests where the database kind does not matter."""
-    return _new_db_url("sqlite", True, tmp_path, request)
+    yield from _new_db_url("sqlite", True, tmp_path, request)
 
 
 # --- Settings and sessions ----------------------------------------------------------------------
