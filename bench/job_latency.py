@@ -84,8 +84,14 @@ def one_push(forge: Forge, full_name: str, round_number: int) -> dict[str, float
         assert forge.database is not None
         with forge.database.session() as session:
             row = session.execute(
-                select(Run.created_at, Attempt.claimed_at, Attempt.started_at,
-                       Attempt.completed_at, Attempt.conclusion, Attempt.id)
+                select(
+                    Run.created_at,
+                    Attempt.claimed_at,
+                    Attempt.started_at,
+                    Attempt.completed_at,
+                    Attempt.conclusion,
+                    Attempt.id,
+                )
                 .join(Job, Job.run_id == Run.id)
                 .join(Attempt, Attempt.job_id == Job.id)
                 .join(Repository, Repository.id == Run.repository_id)
@@ -114,8 +120,12 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=10, help="pushes (and docker runs)")
     args = parser.parse_args()
     image = os.environ.get("FORGE_CI_RUNNER_IMAGE") or "forge-ci-runner:latest"
-    subprocess.run([str(ROOT / "deploy" / "build-runner-image")], check=True,
-                   capture_output=True, env={**os.environ, "FORGE_CI_RUNNER_IMAGE": image})
+    subprocess.run(
+        [str(ROOT / "deploy" / "build-runner-image")],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "FORGE_CI_RUNNER_IMAGE": image},
+    )
     with tempfile.TemporaryDirectory(prefix="forge-ci-latency-") as folder:
         root = Path(folder)
         redis = RedisServer(root / "redis-dir")
@@ -125,8 +135,11 @@ def main() -> None:
             root / "forge",
             redis.url,
             image,
-            overrides={"FORGE_CI_LEASE_SECONDS": None, "FORGE_CI_TESTING": None,
-                       "FORGE_CI_TEST_FAULTS": None},
+            overrides={
+                "FORGE_CI_LEASE_SECONDS": None,
+                "FORGE_CI_TESTING": None,
+                "FORGE_CI_TEST_FAULTS": None,
+            },
         )
         try:
             forge.start()
@@ -140,8 +153,10 @@ def main() -> None:
     print(f"job latency over {args.n} pushes (median seconds after `git push` returned)")
     for name in rounds[0]:
         values = sorted(r[name] for r in rounds)
-        print(f"  {name:<16} {statistics.median(values):6.3f}   (min {values[0]:.3f},"
-              f" max {values[-1]:.3f})")
+        print(
+            f"  {name:<16} {statistics.median(values):6.3f}   (min {values[0]:.3f},"
+            f" max {values[-1]:.3f})"
+        )
     first = statistics.median(r["first log line"] for r in rounds)
     done = statistics.median(r["success"] for r in rounds)
     print(f"  docker run --rm {image} true: {baseline:.3f}")

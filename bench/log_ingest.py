@@ -2,10 +2,11 @@
 
     PYTHONPATH=. python bench/log_ingest.py [--megabytes 8] [--chunk 32768]
 
-Measures MB/s of text stored through the whole log path (authentication, masking with the
-sealed carry-over, storage, one transaction per chunk) on SQLite, and of the masker alone, and
-prints the ratio with/without secrets: with Aho-Corasick, 64 secrets should cost about what
-one does.
+Measures MB/s (best of three passes) of text stored through the whole log path
+(authentication, masking with the sealed carry-over, storage, one transaction per chunk) on
+SQLite, and of the masker alone, and prints the ratio with/without secrets. The masker's cost
+depends on how many text characters start a path in its automaton (its alphabet), not on the
+number of secrets: compare 1 secret with 64.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from forge_ci.masking import EMPTY, Masker, patterns_for  # noqa: E402
 from forge_ci.protocol import ClaimRequest, LogRequest, StartRequest  # noqa: E402
 
 SECRETS = 64
+PASSES = 3
 
 
 class FixedSecrets:
@@ -75,28 +77,35 @@ def service_rate(values: dict[str, str], text: str, chunk: int) -> float:
             execution = uuid.uuid4().hex
             coordinator.start(attempt_token, assignment.attempt_id, StartRequest(execution))
             pieces = chunks(text, chunk)
-            began = time.perf_counter()
-            for number, piece in enumerate(pieces, 1):
-                coordinator.log(
-                    attempt_token,
-                    assignment.attempt_id,
-                    LogRequest(execution, number, "build", "stdout", piece),
-                )
-            elapsed = time.perf_counter() - began
+            number = 0
+            best = float("inf")
+            for _ in range(PASSES):  # best of several passes: the machine may be shared
+                began = time.perf_counter()
+                for piece in pieces:
+                    number += 1
+                    coordinator.log(
+                        attempt_token,
+                        assignment.attempt_id,
+                        LogRequest(execution, number, "build", "stdout", piece),
+                    )
+                best = min(best, time.perf_counter() - began)
         finally:
             database.dispose()
-    return len(text.encode()) / elapsed / 1e6
+    return len(text.encode()) / best / 1e6
 
 
 def masker_rate(values: list[str], text: str, chunk: int) -> float:
     masker = Masker(patterns_for(values))
     pieces = chunks(text, chunk)
-    began = time.perf_counter()
-    carry = EMPTY
-    for piece in pieces:
-        _, carry = masker.feed(carry, piece)
-    masker.finish(carry)
-    return len(text.encode()) / (time.perf_counter() - began) / 1e6
+    best = float("inf")
+    for _ in range(PASSES):
+        began = time.perf_counter()
+        carry = EMPTY
+        for piece in pieces:
+            _, carry = masker.feed(carry, piece)
+        masker.finish(carry)
+        best = min(best, time.perf_counter() - began)
+    return len(text.encode()) / best / 1e6
 
 
 def main() -> None:
@@ -112,10 +121,11 @@ def main() -> None:
     text = output(options.megabytes, 1)
     token = new_token()
     plain = masker_rate([token], text, options.chunk)
+    one = masker_rate([token, next(iter(secrets.values()))], text, options.chunk)
     many = masker_rate([token, *secrets.values()], text, options.chunk)
     print(
-        f"masker alone       none: {plain:7.1f} MB/s   {SECRETS} secrets: {many:7.1f} MB/s   "
-        f"ratio {many / plain:.2f}"
+        f"masker alone       none: {plain:7.1f} MB/s   1 secret: {one:7.1f} MB/s   "
+        f"{SECRETS} secrets: {many:7.1f} MB/s   ratio {SECRETS}/1 {many / one:.2f}"
     )
     plain = service_rate({}, text, options.chunk)
     many = service_rate(secrets, text, options.chunk)

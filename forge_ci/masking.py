@@ -228,14 +228,15 @@ class MaskerCache:
         self._lock = Lock()
 
     def get(self, values: Iterable[str]) -> Masker:
-        patterns = patterns_for(values)
-        key = sha256("\x00".join(sorted(patterns)).encode("utf-8", "surrogatepass")).hexdigest()
+        # Keyed by the values themselves (hashed), so a hit costs no pattern derivation.
+        distinct = sorted(set(values))
+        key = sha256("\x00".join(distinct).encode("utf-8", "surrogatepass")).hexdigest()
         with self._lock:
             masker = self._items.get(key)
             if masker is not None:
                 self._items.move_to_end(key)
                 return masker
-        masker = Masker(patterns)
+        masker = Masker(patterns_for(distinct))
         with self._lock:
             self._items[key] = masker
             while len(self._items) > self.size:

@@ -87,14 +87,15 @@ def remember(session: Session, attempt: Attempt, token: str, values: StepSecrets
 def issued(session: Session, attempt: Attempt, token: str) -> StepSecrets:
     """The values issued to ``attempt`` (readable only with its credential)."""
     result: StepSecrets = {}
-    rows = session.scalars(
-        select(AttemptSecret)
+    # Plain rows, not ORM objects: this runs for every log chunk of an attempt with secrets.
+    rows = session.execute(
+        select(AttemptSecret.step_id, AttemptSecret.name, AttemptSecret.sealed)
         .where(AttemptSecret.attempt_id == attempt.id)
         .order_by(AttemptSecret.step_id, AttemptSecret.name)
     )
-    for row in rows:
-        value = open_text(token, _context(attempt.id, row.step_id, row.name), row.sealed)
-        result.setdefault(row.step_id, {})[row.name] = value
+    for step_id, name, sealed in rows:
+        value = open_text(token, _context(attempt.id, step_id, name), sealed)
+        result.setdefault(step_id, {})[name] = value
     return result
 
 
