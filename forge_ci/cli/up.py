@@ -118,8 +118,8 @@ def up(demo: bool, exit_after_demo: bool) -> None:
         if _service_argv(root, "provider") is not None and "web" in started:
             problem = docker_problem(config)
             if problem is None:
-                argv = local_provider(ctx, config)
-                supervisor.start(service_child(config, "provider", argv))
+                provider_argv = local_provider(ctx, config)
+                supervisor.start(service_child(config, "provider", provider_argv))
                 started.append("provider")
         for service in started:
             click.echo(f"{service:<9} started (log: {config.run_dir / (service + '.log')})")
