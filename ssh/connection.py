@@ -22,7 +22,7 @@ import paramiko
 from forge_ci import hookwire
 from forge_ci.authz import Actor
 from forge_ci.db import unavailable_on_failure
-from forge_ci.errors import ForgeCIError
+from forge_ci.errors import ForgeCIError, NotFound
 from forge_ci.gitstore import repository_path
 from forge_ci.repos import find_repository
 from ssh.auth import GitServerInterface, Pusher
@@ -71,14 +71,15 @@ def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko
     except (paramiko.SSHException, EOFError, OSError) as exc:
         log.info("SSH handshake failed: %s", exc)
         return
-    # Authentication and opening the channel share one deadline: a client that neither proves
-    # a key nor asks for anything is dropped.
-    channel = transport.accept(timeout=settings.ssh_auth_timeout)
+    # Handshake, authentication and opening the channel share one deadline: a client that
+    # neither proves a key nor asks for anything is dropped.
+    remaining = started + settings.ssh_auth_timeout - time.monotonic()
+    channel = transport.accept(timeout=max(remaining, 0.1))
     if channel is None or interface.pusher is None:
         if not transport.is_authenticated():
             log.info("SSH client did not authenticate within %.0f s", settings.ssh_auth_timeout)
         return
-    deadline = max(started + REQUEST_TIMEOUT, time.monotonic() + 1.0)
+    deadline = time.monotonic() + REQUEST_TIMEOUT
     while not interface.requested.wait(0.1):
         if channel.closed or not transport.is_active() or time.monotonic() > deadline:
             channel.close()
@@ -169,6 +170,8 @@ def _run_upload_pack(
 ) -> int:
     owner, name = full_name.split("/", 1)
     path = repository_path(ctx.settings.repositories_dir, owner, name)
+    if not path.is_dir():  # git's own message would show the server's paths
+        raise NotFound(f"repository {full_name} not found")
     env = ctx.git_environment()
     if git_protocol:
         env["GIT_PROTOCOL"] = git_protocol

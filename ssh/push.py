@@ -10,7 +10,7 @@ In the order of ARCHITECTURE.md, "A push, step by step"::
       git receive-pack <-> client     hooks -> listener -> answer_hook()    |  receive-pack
         pre-receive: ref policy   prepared: record intents, commit          |
         committed: pin + confirm, commit     aborted: cancel, commit        |
-      settle again: anything a lost hook report left open                   |
+      settle again, if a hook report got lost: the refs say what happened   |
       exit status to the client (its events are confirmed and pinned)      |
       enqueue the confirmed events (after their commit)                     |
     release the lock -------------------------------------------------------+
@@ -26,6 +26,7 @@ import secrets
 import subprocess
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 import paramiko
 
@@ -47,6 +48,20 @@ from ssh.pump import pump
 log = logging.getLogger(__name__)
 
 _OK = hookwire.Answer(True)
+
+
+@dataclass
+class Ledger:
+    """What the hooks of one push recorded and settled (ids of push events)."""
+
+    recorded: set[int] = field(default_factory=set)
+    confirmed: list[int] = field(default_factory=list)
+    aborted: set[int] = field(default_factory=set)
+
+    @property
+    def all_settled(self) -> bool:
+        """Every intent this push recorded was confirmed or cancelled by git's own report."""
+        return self.recorded <= set(self.confirmed) | self.aborted
 
 
 def run_receive_pack(
@@ -89,8 +104,10 @@ def run_receive_pack(
             command += ["-c", f"core.hooksPath={empty}"]
         command += ["receive-pack", str(path)]
 
+        ledger = Ledger()
+
         def answer(request: hookwire.Request) -> hookwire.Answer:
-            return answer_hook(ctx, push, request, ready)
+            return answer_hook(ctx, push, request, ledger)
 
         with ExitStack() as stack:
             if hooked:
@@ -105,13 +122,15 @@ def run_receive_pack(
                 pass_fds=(lock_fd,),  # see forge_ci.locks: the lock outlives a killed server
             )
             status = pump(channel, process)
-        try:
-            ready += _settle(ctx, repository_id)
-        except ForgeCIError as exc:
-            # The push itself is over; what could not be settled now is settled before the
-            # next write (or by the worker's scan). Tell the pusher, keep git's status.
-            log.warning("settling %s after a push failed: %s", full_name, exc)
-            _tell(channel, f"forge-ci: warning: {exc.message}\n")
+        ready += ledger.confirmed
+        if not ledger.all_settled:  # a hook's report got lost; the refs say what happened
+            try:
+                ready += _settle(ctx, repository_id)
+            except ForgeCIError as exc:
+                # The push itself is over; what could not be settled now is settled before
+                # the next write (or by the worker's scan). Tell the pusher, keep git's status.
+                log.warning("settling %s after a push failed: %s", full_name, exc)
+                _tell(channel, f"forge-ci: warning: {exc.message}\n")
         finish(status)
         if ready:
             ctx.queue.enqueue_push_events(ready, fresh=True)
@@ -123,11 +142,11 @@ def _settle(ctx: ServerContext, repository_id: int) -> list[int]:
 
 
 def answer_hook(
-    ctx: ServerContext, push: PushContext, request: hookwire.Request, confirmed: list[int]
+    ctx: ServerContext, push: PushContext, request: hookwire.Request, ledger: Ledger
 ) -> hookwire.Answer:
     """Decide one hook request of ``push``; every failure becomes a refusal with the reason.
 
-    Ids of events confirmed here are appended to ``confirmed`` (enqueued after the push).
+    What is recorded, confirmed (enqueued after the push) and cancelled goes into ``ledger``.
     """
     try:
         if request.hook == "pre-receive":
@@ -139,7 +158,7 @@ def answer_hook(
             faults.pause_at(ctx.settings, "pause-before-record")
             try:
                 with unavailable_on_failure(), ctx.database.session() as session:
-                    record_intents(session, push, request.updates)
+                    ledger.recorded.update(record_intents(session, push, request.updates))
             except Unavailable:
                 return hookwire.Answer(
                     False,
@@ -150,10 +169,10 @@ def answer_hook(
         elif request.phase == "committed":
             faults.pause_at(ctx.settings, "pause-before-committed-mark")
             with unavailable_on_failure(), ctx.database.session() as session:
-                confirmed.extend(confirm_updates(session, ctx.settings, push, request.updates))
+                ledger.confirmed += confirm_updates(session, ctx.settings, push, request.updates)
         elif request.phase == "aborted":
             with unavailable_on_failure(), ctx.database.session() as session:
-                mark_aborted(session, push, request.updates)
+                ledger.aborted.update(mark_aborted(session, push, request.updates))
         return _OK
     except ForgeCIError as exc:
         return hookwire.Answer(False, f"forge-ci: {exc.message}")

@@ -9,7 +9,8 @@ process, refuses a database whose schema is not current, and wires the pieces to
       ├─ auth       the browser session cookie -> the current Actor; /-/login, /-/logout
       ├─ csrf       a token in every form; unsafe methods without it are refused
       ├─ errors     ForgeCIError -> its http_status with a friendly page (or JSON)
-      ├─ views      home, repository pages, administration
+      ├─ views      home, repository pages, pipelines, runs and their polling endpoints,
+      │             administration (users, providers)
       └─ runner_api /-/runner-api/v1: bearer credentials only, no cookies, no CSRF
 """
 
@@ -23,9 +24,9 @@ from flask import Flask, Response
 from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
 from forge_ci.settings import Settings
-from web import auth, csrf, errors, routing, storage
+from web import auth, csrf, errors, present, routing, storage
 from web.runner_api import register_runner_api
-from web.views import admin, health, repositories
+from web.views import admin, health, live, pipelines, providers, repositories, runs
 
 SESSION_LIFETIME = timedelta(days=14)
 
@@ -94,12 +95,17 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
     routing.init_app(app)
     storage.init_app(app, settings, database)
     auth.init_app(app)
+    present.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(admin.blueprint)
+    app.register_blueprint(providers.blueprint)
     app.register_blueprint(health.blueprint)
     app.register_blueprint(repositories.blueprint)
+    app.register_blueprint(pipelines.blueprint)
+    app.register_blueprint(runs.blueprint)
+    app.register_blueprint(live.blueprint)
     register_runner_api(app)
     app.after_request(_security_headers)
     return app

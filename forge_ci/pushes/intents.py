@@ -75,13 +75,13 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
     return sorted(ids)
 
 
-def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> int:
-    """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns rows moved."""
+def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
+    """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns their ids."""
     wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
     if not wanted:
-        return 0
+        return []
     begin_write(session)
-    moved = 0
+    moved = []
     for event in session.scalars(
         select(PushEvent).where(
             PushEvent.push_session == push.session_id,
@@ -90,6 +90,6 @@ def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update])
     ):
         if (event.ref, event.old_sha, event.new_sha) in wanted:
             event.move_to(PushEventState.ABORTED)
-            moved += 1
+            moved.append(event.id)
     session.commit()
     return moved

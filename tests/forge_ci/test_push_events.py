@@ -168,10 +168,10 @@ def test_intents_are_recorded_once_confirmed_and_cancelled(
     [main_id] = confirm_updates(session, settings, context, main)
     assert confirm_updates(session, settings, context, main) == []  # already confirmed
     assert str(git.references[f"refs/forge-ci/push-events/{main_id}"].target) == a
-    assert mark_aborted(session, context, [Update(a, b, "refs/heads/dev")]) == 1
+    assert mark_aborted(session, context, [Update(a, b, "refs/heads/dev")]) == [max(ids)]
     # Another push's callbacks never touch these rows.
     other = push(session, repo_id, "s2")
-    assert mark_aborted(session, other, main) == 0
+    assert mark_aborted(session, other, main) == []
     assert confirm_updates(session, settings, other, [Update(a, b, "refs/heads/dev")]) == []
     assert states(session) == {"refs/heads/main": "confirmed", "refs/heads/dev": "aborted"}
     event = session.scalar(select(PushEvent).where(PushEvent.ref == "refs/heads/dev"))

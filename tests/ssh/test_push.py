@@ -7,6 +7,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
 from forge_ci.settings import Settings
@@ -245,3 +247,29 @@ def test_a_repository_never_brings_its_own_hooks(
     )
     assert configured.stdout.strip() == str(world.hooks_dir)  # re-asserted under the lock
     assert [row[4] for row in events(database)] == ["confirmed"]
+
+
+def test_a_lost_committed_report_is_settled_before_the_push_ends(
+    server: SshServer,
+    world: Settings,
+    database: Database,
+    client_for: MakeClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Git ignores how the committed hook ends; the refs still say what happened."""
+    import ssh.push
+    from forge_ci.errors import Unavailable
+
+    def lost(*args: object, **kwargs: object) -> list[int]:
+        raise Unavailable("the database is unavailable; try again later")
+
+    monkeypatch.setattr(ssh.push, "confirm_updates", lost)
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    assert accepted(alice.push(work, "main", "main:refs/heads/gone")) == {
+        "refs/heads/main": "*",
+        "refs/heads/gone": "*",
+    }
+    alice.push(work, ":refs/heads/gone")
+    assert [row[4] for row in events(database)] == ["confirmed", "confirmed", "confirmed"]
+    assert_pinned(world, database)

@@ -133,6 +133,9 @@ def page(chromium: Any, live_server: LiveServer) -> Iterator[Any]:
             errors.append(message.text)
 
     def on_response(response: Any) -> None:
+        allowed = getattr(tab, "forge_allowed_failures", None)
+        if allowed is not None and allowed.search(response.url):
+            return
         if response.status >= 400 and response.request.resource_type != "document":
             errors.append(f"{response.status} for {response.url}")
 
@@ -141,6 +144,11 @@ def page(chromium: Any, live_server: LiveServer) -> Iterator[Any]:
     yield tab
     context.close()
     assert not errors, f"browser errors: {errors}"
+
+
+def allow_failures(page: Any, url_pattern: str) -> None:
+    """Failed loads of matching URLs are expected in this test (faults it injects)."""
+    page.forge_allowed_failures = re.compile(url_pattern)
 
 
 def sign_in(page: Any, name: str, password: str = PASSWORD) -> None:

@@ -11,6 +11,7 @@ from forge_ci.db import Database
 from forge_ci.settings import Settings
 from tests.web.browser import chromium, live_server, page, screens  # noqa: F401 - fixtures
 from tests.web.people import Browser, People, create_people
+from tests.web.scenario import Pipelines, StandardRun, standard_run
 from web import create_app
 
 
@@ -39,3 +40,14 @@ def as_person(app: Flask, database: Database, people: People):  # type: ignore[n
         return Browser(app, database).sign_in_as(name)
 
     return make
+
+
+@pytest.fixture
+def pipelines(settings: Settings, database: Database, people: People) -> Pipelines:
+    return Pipelines(settings, database)
+
+
+@pytest.fixture
+def standard(pipelines: Pipelines) -> StandardRun:
+    """Run #1: build succeeded, lint running with output, test queued (no gpu), deploy waiting."""
+    return standard_run(pipelines)

@@ -1,4 +1,4 @@
-"""Site administration: ``/-/admin`` and the pipeline providers page.
+"""Site administration: ``/-/admin`` (users); providers are in :mod:`web.views.providers`.
 
 Only site administrators may use these pages: anonymous visitors are sent to the login page,
 other signed-in users are refused with 403 (that an administration exists is no secret).
@@ -25,8 +25,3 @@ def _site_administrators_only() -> Response | None:
 def index() -> str:
     users = list_users(db(), current_actor())
     return render_template("admin/index.html", users=users)
-
-
-@blueprint.route("/pipelines/providers")
-def providers() -> str:
-    return render_template("admin/providers.html", providers=[])

@@ -33,9 +33,3 @@ def repository(owner: str, name: str) -> str:
         role=role,
         clone_url=f"{settings().ssh_url}/{repo.full_name}.git",
     )
-
-
-@blueprint.route("/<owner:owner>/<repo:name>/pipelines")
-def pipelines(owner: str, name: str) -> str:
-    repo = find_repository(db(), current_actor(), f"{owner}/{name}", Role.READ)
-    return render_template("pipelines.html", repo=repo)

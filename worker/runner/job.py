@@ -222,12 +222,12 @@ class JobRunner:
             return False
         self.report.server = status
         self.watchdog.observe(status, sent_at)
-        if self.watchdog.stopped.is_set():
-            stop = self.watchdog.stop
-            assert stop is not None
+        stop = self.watchdog.stop
+        if stop is not None and STOP_CONCLUSIONS[stop.kind] is None:
             self.report.result = stop.kind
             self.report.reason = stop.message
             return False
+        # Cancelled or interrupted meanwhile: no step runs, and the runner reports that.
         return True
 
     def _prepare(self) -> None:

@@ -12,6 +12,7 @@ import os
 import select
 import signal
 import sys
+import traceback
 from types import FrameType
 
 from forge_ci.protocol import MAX_RUNNER_INPUT_BYTES, ProtocolError, parse_runner_input
@@ -79,7 +80,16 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, interrupted)
     signal.signal(signal.SIGINT, interrupted)
-    report = runner.run()
+    try:
+        report = runner.run()
+    except Exception as exc:  # noqa: BLE001 - a bug must not look like a result
+        # Nothing is confirmed: exit 2, and the attempt's lease decides what happened.
+        report = runner.report
+        report.result = "error"
+        report.reason = f"internal error: {type(exc).__name__}: {exc}"
+        report.reported = False
+        report.server = None
+        say(traceback.format_exc())
     if report.reason:
         say(f"attempt {report.attempt_id}: {report.result}: {report.reason}")
     report.write()

@@ -58,8 +58,9 @@ def test_a_waiting_claim_gets_work_queued_meanwhile_without_redis(live: World) -
     pending["thread"].join(10)
     assert pending["assignment"] is not None
     noticed = min(t for t in pending["tries"] if t >= queued) - queued
-    assert noticed < 0.25, noticed  # one 100 ms poll plus the signature query
-    assert pending["returned"] - queued < 3
+    # One 100 ms poll plus the signature query (generous: the suite may share a busy machine).
+    assert noticed < 0.5, noticed
+    assert pending["returned"] - queued < 5
 
 
 def test_a_waiting_claim_returns_null_when_its_wait_ends(live: World) -> None:
@@ -67,7 +68,7 @@ def test_a_waiting_claim_returns_null_when_its_wait_ends(live: World) -> None:
     pending = waiting_claim(live.coordinator, live.provider_token, 0.4)
     pending["thread"].join(10)
     assert pending["assignment"] is None
-    assert 0.35 <= pending["returned"] - began < 2
+    assert 0.35 <= pending["returned"] - began < 5
 
 
 def test_the_wait_is_bounded_by_the_server(live: World) -> None:
@@ -78,7 +79,7 @@ def test_the_wait_is_bounded_by_the_server(live: World) -> None:
     began = time.monotonic()
     pending = waiting_claim(coordinator, live.provider_token, 30)
     pending["thread"].join(10)
-    assert pending["returned"] - began < 2
+    assert pending["returned"] - began < 5
 
 
 def test_waiting_claims_are_limited_so_they_never_take_every_thread(live: World) -> None:
@@ -88,7 +89,7 @@ def test_waiting_claims_are_limited_so_they_never_take_every_thread(live: World)
     began = time.monotonic()
     second = waiting_claim(coordinator, live.provider_token, 3)
     second["thread"].join(10)
-    assert second["returned"] - began < 1  # answered at once instead of waiting
+    assert second["returned"] - began < 2  # answered at once instead of waiting 3 s
     assert "returned" not in first
     first["thread"].join(10)
 
@@ -120,7 +121,7 @@ def test_redis_wakes_waiting_claims_at_once(live: World, redis_url: str) -> None
         assert pending["assignment"] is not None
         assert woken, "no wake-up arrived through Redis"
         noticed = min(t for t in pending["tries"] if t >= woken[0]) - woken[0]
-        assert noticed < 0.05, noticed  # woken by the message, not by the safety poll
-        assert pending["returned"] - queued < 3
+        assert noticed < 0.2, noticed  # woken by the message, not by the 0.25 s safety poll
+        assert pending["returned"] - queued < 5
     finally:
         listener.stop()

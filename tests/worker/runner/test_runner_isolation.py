@@ -16,7 +16,7 @@ def test_the_credential_is_in_no_step_environment_argv_or_file(forge: Forge) -> 
         run: |
           env > "$GITHUB_WORKSPACE/env.txt"
           cat /proc/$$/environ > "$GITHUB_WORKSPACE/self-environ.bin"
-          for p in /proc/[0-9]*; do cat "$p/cmdline" 2>/dev/null; echo; done \\
+          for p in /proc/[0-9]*; do cat "$p/cmdline" 2>/dev/null || true; echo; done \\
             > "$GITHUB_WORKSPACE/cmdlines.bin"
           cat /proc/$PPID/environ > "$GITHUB_WORKSPACE/runner-environ.bin" 2>/dev/null || true
           ls -l /proc/$$/fd > "$GITHUB_WORKSPACE/fds.txt"

@@ -339,3 +339,44 @@ def test_the_server_refuses_sources_with_links(forge: Forge) -> None:
     log = forge.log(claimed.attempt_id, "step_1")
     assert "the commit contains the symbolic link 'docs/link'" in log
     assert sorted(p.name for p in forge.workspace().iterdir()) == [".home", ".tmp"]
+
+
+def test_needs_outputs_and_results_reach_the_next_job(forge: Forge) -> None:
+    pipeline = """\
+name: CI
+on: workflow_dispatch
+jobs:
+  build:
+    runs-on: self-hosted
+    outputs:
+      artifact: ${{ steps.pack.outputs.name }}
+    steps:
+      - id: pack
+        run: echo "name=app-1.2.tar" >> "$GITHUB_OUTPUT"
+  deploy:
+    needs: build
+    runs-on: self-hosted
+    steps:
+      - id: show
+        if: needs.build.result == 'success'
+        env:
+          ARTIFACT: ${{ needs.build.outputs.artifact }}
+        run: echo "deploying $ARTIFACT (${{ needs.build.result }})"
+      - id: never
+        if: needs.build.result != 'success'
+        run: echo must not run
+"""
+    forge.dispatch(pipeline)
+    first = forge.claim()
+    build = forge.finish(forge.start_runner(forge.envelope(first, forge.workspace())))
+    assert build.returncode == 0, build
+    second = forge.claim()
+    assert second.assignment["contexts"]["needs"] == {
+        "build": {"outputs": {"artifact": "app-1.2.tar"}, "result": "success"}
+    }
+    other = forge.workdir / "deploy-workspace"
+    other.mkdir()
+    deploy = forge.finish(forge.start_runner(forge.envelope(second, other)))
+    assert deploy.returncode == 0, deploy
+    assert forge.log(second.attempt_id, "show") == "deploying app-1.2.tar (success)\n"
+    assert forge.steps(second.attempt_id)["never"] == ("completed", "skipped", None)

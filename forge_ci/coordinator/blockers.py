@@ -1,0 +1,116 @@
+"""Why a queued job is still waiting: the explanation the run page shows under the job.
+
+The answer follows the claim path (:mod:`forge_ci.coordinator.claims`) from the outside in::
+
+    requester no longer authorized   -> "not authorized" (the claim would cancel the job)
+    no provider may serve the repo   -> "no provider for this repository"
+    none with every label            -> "no provider with these labels"
+    all of those paused              -> "providers paused"
+    none in contact for a minute     -> "no recent contact"
+    all of them busy                 -> "providers busy"
+    otherwise                        -> "waiting for a provider"
+
+It never names a provider, counts them, or says anything about other repositories: readers of
+one repository learn only what their own job needs and whether anything could serve it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from forge_ci import states
+from forge_ci.authz import Actor, Role
+from forge_ci.coordinator.attempts import requester_refusal
+from forge_ci.coordinator.providers import normalize_job_labels
+from forge_ci.models import Attempt, Job, Provider, ProviderGrant, utcnow
+from forge_ci.repos import find_repository
+from forge_ci.runs.queries import find_run
+
+#: Contact (a claim or a lease renewal) within this long counts as "recent".
+RECENT_CONTACT = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A stable ``code`` for scripts and styling, and a sentence for people."""
+
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+def _labels(job: Job) -> str:
+    return ", ".join(sorted(normalize_job_labels(job.runs_on)))
+
+
+def queue_blockers(
+    session: Session, actor: Actor, full_name: str, number: int, now: datetime | None = None
+) -> dict[int, Blocker]:
+    """Job id -> why it is queued and not running, for each queued job of the run (readers)."""
+    now = now or utcnow()
+    repository = find_repository(session, actor, full_name, Role.READ)
+    run = find_run(session, repository, number)
+    queued = [job for job in run.jobs if job.state == "queued"]
+    if not queued:
+        return {}
+    refusal = requester_refusal(session, run)
+    if refusal is not None:
+        blocker = Blocker("not_authorized", f"Not authorized: {refusal}.")
+        return {job.id: blocker for job in queued}
+    granted = select(ProviderGrant.provider_id).where(ProviderGrant.repository_id == repository.id)
+    providers = list(
+        session.scalars(
+            select(Provider).where(
+                Provider.state != "revoked",
+                or_(Provider.scope == "all", Provider.id.in_(granted)),
+            )
+        )
+    )
+    busy = set(
+        session.scalars(
+            select(Attempt.provider_id).where(Attempt.state != states.COMPLETED).distinct()
+        )
+    )
+    result: dict[int, Blocker] = {}
+    for job in queued:
+        result[job.id] = _explain(job, providers, busy, now)
+    return result
+
+
+def _explain(job: Job, providers: list[Provider], busy: set[int], now: datetime) -> Blocker:
+    if not providers:
+        return Blocker(
+            "no_provider",
+            "No provider may run jobs of this repository; a site administrator can give one "
+            "access.",
+        )
+    wanted = normalize_job_labels(job.runs_on)
+    matching = [p for p in providers if wanted <= p.label_set]
+    if not matching:
+        return Blocker(
+            "no_matching_labels",
+            f"No provider that may run jobs of this repository has every label this job "
+            f"needs ({_labels(job)}).",
+        )
+    active = [p for p in matching if p.state == "active"]
+    if not active:
+        return Blocker("providers_paused", "Every provider with these labels is paused.")
+    recent = [
+        p
+        for p in active
+        if p.last_contact_at is not None and now - p.last_contact_at <= RECENT_CONTACT
+    ]
+    if not recent:
+        return Blocker(
+            "no_recent_contact",
+            "No provider with these labels has been in contact in the last minute.",
+        )
+    if all(p.id in busy for p in recent):
+        return Blocker("providers_busy", "Every provider with these labels is busy.")
+    return Blocker("waiting", "Waiting for a provider to claim it.")

@@ -1,0 +1,195 @@
+"""A run as its pages show it: jobs with timing, the dependency edges, attempts and steps.
+
+Read-only and scoped like every query: the repository must be readable by the actor, the run is
+looked up inside it, and nothing of another repository or of a provider's identity is included.
+Jobs that no provider has claimed yet show the steps of their plan as ``pending``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from forge_ci import states
+from forge_ci.authz import Actor, Role
+from forge_ci.models import Attempt, AttemptStep, Job, JobDependency
+from forge_ci.repos import find_repository
+from forge_ci.runs.queries import RunView, find_run, show_run
+
+
+@dataclass(frozen=True)
+class StepDetail:
+    step_id: str
+    name: str
+    state: str
+    conclusion: str | None
+    exit_code: int | None = None
+    status_reason: str | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AttemptDetail:
+    id: int
+    number: int
+    state: str
+    conclusion: str | None
+    status_reason: str | None
+    claimed_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    cancel_requested: bool
+    steps: tuple[StepDetail, ...]
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    id: int
+    key: str
+    job_id: str
+    name: str
+    state: str
+    conclusion: str | None
+    status_reason: str | None
+    #: Database ids of the jobs this one waits for (matrix needs fan out to every leg).
+    needs: tuple[int, ...]
+    runs_on: tuple[str, ...]
+    cancel_requested: bool
+    reused: bool
+    created_at: datetime
+    queued_at: datetime | None
+    started_at: datetime | None
+    completed_at: datetime | None
+    attempts: tuple[AttemptDetail, ...]
+    #: The steps of the plan (what the job will run), for jobs without an attempt yet.
+    planned_steps: tuple[StepDetail, ...]
+
+    @property
+    def latest_attempt(self) -> AttemptDetail | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def steps(self) -> tuple[StepDetail, ...]:
+        """The latest attempt's steps, or the planned ones before any attempt."""
+        attempt = self.latest_attempt
+        return attempt.steps if attempt is not None else self.planned_steps
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state == states.COMPLETED
+
+
+@dataclass(frozen=True)
+class RunDetails:
+    run: RunView
+    jobs: tuple[JobDetail, ...]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.run.state == states.COMPLETED
+
+    def job(self, job_id: int) -> JobDetail | None:
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        return None
+
+
+def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
+    steps = []
+    for step in plan_job.get("steps", []):
+        name = step.get("name")
+        step_id = str(step["id"])
+        steps.append(
+            StepDetail(step_id, name if isinstance(name, str) else step_id, "pending", None)
+        )
+    return tuple(steps)
+
+
+def _step(step: AttemptStep) -> StepDetail:
+    return StepDetail(
+        step_id=step.step_id,
+        name=step.name,
+        state=step.state,
+        conclusion=step.conclusion,
+        exit_code=step.exit_code,
+        status_reason=step.status_reason,
+        started_at=step.started_at,
+        completed_at=step.completed_at,
+    )
+
+
+def run_details(session: Session, actor: Actor, full_name: str, number: int) -> RunDetails:
+    """Run ``number`` of ``full_name`` with everything its page shows (readers may look)."""
+    view = show_run(session, actor, full_name, number)
+    repository = find_repository(session, actor, full_name, Role.READ)
+    run = find_run(session, repository, number)
+    jobs = list(
+        session.scalars(
+            select(Job)
+            .where(Job.run_id == run.id)
+            .order_by(Job.position)
+            .execution_options(populate_existing=True)
+        )
+    )
+    job_ids = [job.id for job in jobs]
+    needs: dict[int, list[int]] = defaultdict(list)
+    attempts: dict[int, list[Attempt]] = defaultdict(list)
+    if job_ids:
+        for job_id, needs_id in session.execute(
+            select(JobDependency.job_id, JobDependency.needs_id).where(
+                JobDependency.job_id.in_(job_ids)
+            )
+        ):
+            needs[job_id].append(needs_id)
+        for attempt in session.scalars(
+            select(Attempt)
+            .where(Attempt.job_id.in_(job_ids))
+            .order_by(Attempt.job_id, Attempt.number)
+            .execution_options(populate_existing=True)
+        ):
+            attempts[attempt.job_id].append(attempt)
+    details = []
+    for job in jobs:
+        details.append(
+            JobDetail(
+                id=job.id,
+                key=job.key,
+                job_id=job.job_id,
+                name=job.name,
+                state=job.state,
+                conclusion=job.conclusion,
+                status_reason=job.status_reason,
+                needs=tuple(sorted(needs[job.id])),
+                runs_on=tuple(job.runs_on),
+                cancel_requested=job.cancel_requested_at is not None,
+                reused=job.reused_from_id is not None,
+                created_at=job.created_at,
+                queued_at=job.queued_at,
+                started_at=job.started_at,
+                completed_at=job.completed_at,
+                attempts=tuple(
+                    AttemptDetail(
+                        id=attempt.id,
+                        number=attempt.number,
+                        state=attempt.state,
+                        conclusion=attempt.conclusion,
+                        status_reason=attempt.status_reason,
+                        claimed_at=attempt.claimed_at,
+                        started_at=attempt.started_at,
+                        completed_at=attempt.completed_at,
+                        cancel_requested=attempt.cancel_requested_at is not None,
+                        steps=tuple(_step(step) for step in attempt.steps),
+                    )
+                    for attempt in attempts[job.id]
+                ),
+                planned_steps=_planned_steps(job.definition()),
+            )
+        )
+    return RunDetails(view, tuple(details))

@@ -1,0 +1,161 @@
+"""Browser polling endpoints of a run page (session cookie, repository read access).
+
+``GET .../pipelines/<number>/updates``: the run, its jobs, their latest attempts and steps, and
+why queued jobs wait. ``GET .../pipelines/<number>/attempts/<attempt>/logs?after=<cursor>``: one
+page of at most 100 log records after a cursor (:func:`forge_ci.coordinator.logs.read_log_page`).
+``.../log.txt`` is the whole log as plain text, for people without JavaScript and for tools.
+
+IDs, cursors and numbers are decimal strings. Every answer has ``Cache-Control: no-store``; an
+unreadable repository is a JSON 404 like a missing run. Runner credentials do not work here
+(only the session cookie identifies the reader).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request, stream_with_context
+
+from forge_ci.authz import Role, role_in
+from forge_ci.coordinator.blockers import queue_blockers
+from forge_ci.coordinator.logs import find_attempt, read_log_page
+from forge_ci.errors import InvalidInput
+from forge_ci.models import utcnow
+from forge_ci.repos import find_repository
+from forge_ci.runs.details import JobDetail, StepDetail, run_details
+from web.auth import current_actor
+from web.errors import json_view
+from web.present import duration, status, timestamp
+from web.storage import db, state
+from web.views.runs import controls, job_note, run_note, waiting_for
+
+blueprint = Blueprint("live", __name__)
+
+RUN = "/<owner:owner>/<repo:name>/pipelines/<int:number>"
+MAX_CURSOR = 2**63 - 1
+
+
+def _no_store(response: Response) -> Response:
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _step(step: StepDetail) -> dict[str, Any]:
+    return {
+        "id": step.step_id,
+        "name": step.name,
+        "state": step.state,
+        "conclusion": step.conclusion or "",
+        "status": status(step.state, step.conclusion),
+        "duration": duration(step.started_at, step.completed_at),
+    }
+
+
+def _job(job: JobDetail, note: str) -> dict[str, Any]:
+    attempt = job.latest_attempt
+    return {
+        "id": str(job.id),
+        "key": job.key,
+        "name": job.name,
+        "state": job.state,
+        "conclusion": job.conclusion or "",
+        "status": status(job.state, job.conclusion),
+        "reason": job.status_reason or "",
+        "note": note,
+        "cancel_requested": job.cancel_requested,
+        "queued_at": timestamp(job.queued_at),
+        "started_at": timestamp(job.started_at),
+        "completed_at": timestamp(job.completed_at),
+        "duration": duration(job.started_at, job.completed_at),
+        "attempt": None
+        if attempt is None
+        else {
+            "id": str(attempt.id),
+            "number": str(attempt.number),
+            "state": attempt.state,
+            "conclusion": attempt.conclusion or "",
+        },
+        "steps": [_step(step) for step in job.steps],
+    }
+
+
+@blueprint.route(RUN + "/updates")
+@json_view
+def updates(owner: str, name: str, number: int) -> Response:
+    actor = current_actor()
+    full_name = f"{owner}/{name}"
+    repo = find_repository(db(), actor, full_name, Role.READ)
+    details = run_details(db(), actor, full_name, number)
+    blockers = queue_blockers(db(), actor, full_name, number)
+    role = role_in(db(), actor, repo)
+    waiting = waiting_for(details)
+    run = details.run
+    db().rollback()
+    body = {
+        "run": {
+            "number": str(run.number),
+            "state": run.state,
+            "conclusion": run.conclusion or "",
+            "status": status(run.state, run.conclusion),
+            "terminal": details.is_terminal,
+            "note": run_note(details),
+            "waiting_for_concurrency": run.waiting_for_concurrency,
+            "started_at": timestamp(run.started_at),
+            "completed_at": timestamp(run.completed_at),
+            "duration": duration(run.started_at, run.completed_at),
+        },
+        "jobs": [_job(job, job_note(job, blockers.get(job.id), waiting)) for job in details.jobs],
+        "controls": controls(role is not None and role >= Role.ADMIN, details),
+        "server_time": timestamp(utcnow()),
+    }
+    return _no_store(jsonify(body))
+
+
+def _cursor(value: str | None) -> int:
+    """A canonical non-negative decimal (no sign, spaces or leading zeros), as the spec says."""
+    if value is None or value == "":
+        return 0
+    if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
+        raise InvalidInput(f"after must be a decimal cursor such as 0 or 42, not {value!r}")
+    cursor = int(value)
+    if cursor > MAX_CURSOR:
+        raise InvalidInput("after is out of range")
+    return cursor
+
+
+@blueprint.route(RUN + "/attempts/<int:attempt_id>/logs")
+@json_view
+def logs(owner: str, name: str, number: int, attempt_id: int) -> Response:
+    after = _cursor(request.args.get("after"))
+    page = read_log_page(db(), current_actor(), f"{owner}/{name}", number, attempt_id, after)
+    db().rollback()
+    return _no_store(jsonify(page.as_dict()))
+
+
+@blueprint.route(RUN + "/attempts/<int:attempt_id>/log.txt")
+def log_text(owner: str, name: str, number: int, attempt_id: int) -> Response:
+    actor = current_actor()
+    full_name = f"{owner}/{name}"
+    # Authorize and find the attempt before the response starts; the pages follow in their own
+    # sessions so that a long log does not hold one transaction open.
+    find_attempt(db(), actor, full_name, number, attempt_id)
+    db().rollback()
+    database = state().database
+
+    def chunks() -> Iterator[str]:
+        cursor = 0
+        while True:
+            with database.session() as session:
+                page = read_log_page(session, actor, full_name, number, attempt_id, cursor)
+            for record in page.records:
+                yield record.text
+            cursor = page.next_cursor
+            if not page.has_more:
+                return
+
+    response = Response(stream_with_context(chunks()), mimetype="text/plain")
+    response.headers["Content-Disposition"] = (
+        f'inline; filename="{owner}-{name}-run-{number}-attempt-{attempt_id}.log"'
+    )
+    return _no_store(response)

@@ -1,0 +1,119 @@
+"""A repository's Pipelines page: runs, the push-workflows switch, recent pushes, dispatch.
+
+Readers see everything here; owners, admins and site administrators also get the switch and
+the dispatch form. The use cases check roles themselves, so a form posted by someone who may not
+use it is refused (403 for readers and writers, 404 for everybody else) whatever the page showed.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
+from forge_ci.authz import Role, role_in
+from forge_ci.errors import ForgeCIError, InvalidInput
+from forge_ci.repos import find_repository, set_push_workflows
+from forge_ci.runs.choices import dispatch_choices
+from forge_ci.runs.dispatch import dispatch_run
+from forge_ci.runs.queries import list_runs
+from forge_ci.runs.recent import recent_push_events
+from web.auth import current_actor
+from web.storage import db, settings
+
+blueprint = Blueprint("pipelines", __name__)
+
+RUNS_SHOWN = 50
+EVENTS_SHOWN = 10
+
+
+def full_name(owner: str, name: str) -> str:
+    return f"{owner}/{name}"
+
+
+def _page(
+    owner: str,
+    name: str,
+    *,
+    dispatch_error: str | None = None,
+    dispatch_form: dict[str, str] | None = None,
+    status: int = 200,
+) -> tuple[str, int]:
+    actor = current_actor()
+    repo = find_repository(db(), actor, full_name(owner, name), Role.READ)
+    role = role_in(db(), actor, repo)
+    can_manage = role is not None and role >= Role.ADMIN
+    runs = list_runs(db(), actor, repo.full_name, limit=RUNS_SHOWN)
+    events = recent_push_events(db(), actor, repo.full_name, limit=EVENTS_SHOWN)
+    choices = dispatch_choices(db(), settings(), actor, repo.full_name) if can_manage else None
+    form = dispatch_form or {}
+    if choices is not None:
+        form.setdefault("branch", choices.default_branch)
+        form.setdefault("workflow", choices.workflow_paths[0] if choices.workflow_paths else "")
+    page = render_template(
+        "pipelines.html",
+        repo=repo,
+        role=role,
+        can_manage=can_manage,
+        runs=runs,
+        events=events,
+        choices=choices,
+        dispatch_error=dispatch_error,
+        dispatch_form=form,
+    )
+    return page, status
+
+
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines")
+def index(owner: str, name: str) -> tuple[str, int]:
+    return _page(owner, name)
+
+
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines/push-workflows", methods=["POST"])
+def push_workflows(owner: str, name: str) -> Response:
+    switch = request.form.get("enabled", "")
+    if switch not in ("on", "off"):
+        raise InvalidInput("choose on or off for Run push workflows")
+    repo = set_push_workflows(db(), current_actor(), full_name(owner, name), switch == "on")
+    db().commit()
+    if switch == "on":
+        flash(
+            "Run push workflows is on: pushes by owners and admins from now on start their "
+            "push workflows. Earlier pushes are not replayed."
+        )
+    else:
+        flash("Run push workflows is off: runs already created go on; new pushes start nothing.")
+    return redirect(url_for("pipelines.index", owner=repo.owner.name, name=repo.name))
+
+
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines/dispatch", methods=["POST"])
+def dispatch(owner: str, name: str) -> Response | tuple[str, int]:
+    branch = request.form.get("branch", "").strip()
+    workflow = request.form.get("workflow", "").strip()
+    try:
+        run = dispatch_run(
+            db(), settings(), current_actor(), full_name(owner, name), branch, workflow
+        )
+    except ForgeCIError as exc:
+        if exc.http_status not in (400, 404) or _unreadable(owner, name):
+            raise
+        db().rollback()
+        # A bad branch or file: show the page again with the form as it was sent.
+        return _page(
+            owner,
+            name,
+            dispatch_error=exc.message,
+            dispatch_form={"branch": branch, "workflow": workflow},
+            status=exc.http_status,
+        )
+    flash(f"Run #{run.number} was created from {workflow} on {branch}.")
+    return redirect(url_for("runs.show", owner=owner, name=name, number=run.number))
+
+
+def _unreadable(owner: str, name: str) -> bool:
+    """True when the repository itself is the NotFound (then it must stay a plain 404)."""
+    db().rollback()
+    try:
+        find_repository(db(), current_actor(), full_name(owner, name), Role.READ)
+    except ForgeCIError:
+        return True
+    return False
