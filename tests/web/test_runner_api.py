@@ -21,7 +21,7 @@ from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.db import Database
 from forge_ci.settings import Settings
 from tests.forge_ci.coordinator.world import World, plan_job
-from tests.web.conftest import Browser
+from tests.web.people import Browser
 from web.runner_api import register_runner_api
 
 PREFIX = protocol.API_PREFIX
