@@ -49,7 +49,7 @@ class _Worker(Worker):
 
     def handle_warm_shutdown_request(self) -> None:
         self.stop_requested = True
-        super().handle_warm_shutdown_request()
+        super().handle_warm_shutdown_request()  # type: ignore[no-untyped-call]
 
 
 def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:

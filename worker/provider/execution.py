@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from forge_ci import protocol
-from forge_ci.errors import ForgeCIError
+from forge_ci.errors import ForgeCIError, Unavailable
 from forge_ci.protocol import (
     API_PREFIX,
     MAX_BODY_BYTES,
@@ -57,6 +57,8 @@ WAIT_MARGIN_SECONDS = 120.0
 INTERRUPT_GRACE_SECONDS = 8.0
 #: How long the output readers may lag behind the container's exit.
 OUTPUT_DRAIN_SECONDS = 5.0
+#: How long the engine may fail to answer about a running job before the provider gives up on it.
+ENGINE_PATIENCE_SECONDS = 60.0
 _POLL_SECONDS = 0.5
 _MAX_LINE = 4000
 
@@ -177,12 +179,21 @@ class AttemptExecutor:
             reader.start()
         limit = time.monotonic() + assignment.timeout_minutes * 60 + self.wait_margin
         interrupted_at: float | None = None
+        engine_trouble_since: float | None = None
         while True:
             try:
                 outcome.exit_status = self.driver.wait(handle, _POLL_SECONDS)
                 break
             except TimeoutError:
-                pass
+                engine_trouble_since = None
+            except Unavailable as exc:
+                # A hiccup of the engine must not end a job that runs fine; a long outage does.
+                now = time.monotonic()
+                engine_trouble_since = engine_trouble_since or now
+                if now - engine_trouble_since > ENGINE_PATIENCE_SECONDS:
+                    raise
+                log.warning("attempt %s: %s; asking again", handle.attempt_id, exc)
+                time.sleep(1.0)
             now = time.monotonic()
             if interrupted_at is None and self.interrupted():
                 interrupted_at = now

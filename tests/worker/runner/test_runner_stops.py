@@ -3,13 +3,15 @@ goes, background children included, and the result is what the server recorded."
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from forge_ci.coordinator.service import Coordinator
 from forge_ci.runs.cancel import cancel_run
 from tests.worker.runner.conftest import REPOSITORY, Forge, pid_alive, wait_for, workflow
+from web.runner_api import register_runner_api
 
 #: A step that starts a background child, records both pids, then waits "forever".
 SLEEPER = """\
@@ -133,11 +135,11 @@ def test_a_step_timeout_ends_that_step_only(forge: Forge) -> None:
 
 
 @pytest.fixture
-def short_lease(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 4 s lease instead of 60 s, so that losing it takes seconds in a test."""
-    lease = timedelta(seconds=4)
-    for module in ("leases", "attempts", "claims"):
-        monkeypatch.setattr(f"forge_ci.coordinator.{module}.LEASE", lease)
+def short_lease(forge: Forge) -> None:
+    """A 4 s lease instead of 60 s (the ``lease_seconds`` setting), so that losing it takes
+    seconds in a test."""
+    settings = dataclasses.replace(forge.settings, lease_seconds=4.0)
+    register_runner_api(forge.app, Coordinator(forge.database.session, settings, clock=forge.clock))
 
 
 @pytest.mark.usefixtures("short_lease")
