@@ -15,7 +15,7 @@ Fairness: a repository that was served least recently goes first, so one reposit
 thousand queued jobs cannot starve another with one (ties: the oldest queued job).
 
 On PostgreSQL a claimer skips repositories other claimers are serving right now; if every
-candidate repository was busy it starts a second transaction that waits for the first of them,
+candidate repository was busy it starts a second transaction that waits for one of them,
 so a claim never answers null while claimable work exists. The second transaction holds no
 other repository lock while it waits, so claims cannot deadlock each other.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -492,7 +493,7 @@ def claim(
     read-only look first answers empty polls without taking the write lock. Two identical retries
     racing each other: the loser's insert fails and its next round replays the winner's
     attempt. PostgreSQL: when every candidate repository was busy, the next round waits for
-    the first of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
+    one of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
     """
     source = source or secrets.NoSecretStore()
     with sessions() as session:
@@ -527,5 +528,7 @@ def claim(
                 continue
         if outcome.assignment is not None or not outcome.busy_repositories:
             return outcome.assignment
-        wait_for = outcome.busy_repositories[0]
+        # Any busy repository, not the first: claimers that all saw the same order would
+        # otherwise queue on one lock while other repositories' work waits.
+        wait_for = random.choice(outcome.busy_repositories)
     return None
