@@ -15,7 +15,7 @@ Fairness: a repository that was served least recently goes first, so one reposit
 thousand queued jobs cannot starve another with one (ties: the oldest queued job).
 
 On PostgreSQL a claimer skips repositories other claimers are serving right now; if every
-candidate repository was busy it starts a second transaction that waits for the first of them,
+candidate repository was busy it starts a second transaction that waits for one of them,
 so a claim never answers null while claimable work exists. The second transaction holds no
 other repository lock while it waits, so claims cannot deadlock each other.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -205,8 +206,11 @@ def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
     return digest
 
 
-def _candidate_repositories(session: Session, provider: Provider) -> list[int]:
-    """Repositories with queued jobs in the provider's scope, least recently served first."""
+def _candidate_repositories(session: Session, provider: Provider) -> list[tuple[int, bool]]:
+    """Repositories with queued jobs in the provider's scope, least recently served first.
+
+    Each with whether it has a scheduling row (the row claims lock on PostgreSQL).
+    """
     served = (
         select(func.max(Attempt.claimed_at))
         .where(Attempt.repository_id == Run.repository_id)
@@ -214,8 +218,14 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[int]:
         .scalar_subquery()
     )
     query = (
-        select(Run.repository_id, func.min(Job.queued_at), served)
+        select(
+            Run.repository_id,
+            func.min(Job.queued_at),
+            served,
+            func.count(RunSequence.repository_id.distinct()),
+        )
         .join(Job, Job.run_id == Run.id)
+        .outerjoin(RunSequence, RunSequence.repository_id == Run.repository_id)
         .where(Job.state == "queued")
         .group_by(Run.repository_id)
     )
@@ -225,28 +235,24 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[int]:
         )
         query = query.where(Run.repository_id.in_(granted))
     rows = [
-        (last or _EPOCH, oldest or _EPOCH, repository_id)
-        for repository_id, oldest, last in session.execute(query)
+        (last or _EPOCH, oldest or _EPOCH, repository_id, bool(sequences))
+        for repository_id, oldest, last, sequences in session.execute(query)
     ]
-    return [repository_id for _, _, repository_id in sorted(rows)]
+    return [(repository_id, has_row) for _, _, repository_id, has_row in sorted(rows)]
 
 
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
-    """PostgreSQL: take the repository's scheduling lock (skip it if busy unless ``wait``)."""
+    """PostgreSQL: take the repository's scheduling lock (skip it if busy unless ``wait``).
+
+    Only called for repositories that have the row: the scheduler creates it (under the
+    repository's file lock) when it numbers the first run, so a repository without one is
+    never busy.
+    """
     if is_sqlite(session):
         return True
     query = select(RunSequence.repository_id).where(RunSequence.repository_id == repository_id)
     query = query.with_for_update() if wait else query.with_for_update(skip_locked=True)
-    if session.scalar(query) is not None:
-        return True
-    # No row at all (never numbered a run) is not "busy": the scheduler creates it under the
-    # repository's file lock; a locked row is.
-    exists = session.scalar(
-        select(func.count())
-        .select_from(RunSequence)
-        .where(RunSequence.repository_id == repository_id)
-    )
-    return not exists
+    return session.scalar(query) is not None
 
 
 def _touch(session: Session, provider: Provider, now: datetime) -> None:
@@ -399,8 +405,8 @@ def claim_once(
         # The only lock this transaction waits for; every other one is skipped when busy.
         _lock_repository(session, wait_for_repository, wait=True)
     busy: list[int] = []
-    for repository_id in _candidate_repositories(session, provider):
-        if not _lock_repository(session, repository_id, wait=False):
+    for repository_id, has_row in _candidate_repositories(session, provider):
+        if has_row and not _lock_repository(session, repository_id, wait=False):
             busy.append(repository_id)
             continue
         assignment = _claim_in_repository(
@@ -492,7 +498,7 @@ def claim(
     read-only look first answers empty polls without taking the write lock. Two identical retries
     racing each other: the loser's insert fails and its next round replays the winner's
     attempt. PostgreSQL: when every candidate repository was busy, the next round waits for
-    the first of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
+    one of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
     """
     source = source or secrets.NoSecretStore()
     with sessions() as session:
@@ -527,5 +533,7 @@ def claim(
                 continue
         if outcome.assignment is not None or not outcome.busy_repositories:
             return outcome.assignment
-        wait_for = outcome.busy_repositories[0]
+        # Any busy repository, not the first: claimers that all saw the same order would
+        # otherwise queue on one lock while other repositories' work waits.
+        wait_for = random.choice(outcome.busy_repositories)
     return None

@@ -121,6 +121,7 @@ def _bulk_queue(world: World) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # leave room for slow, shared CI hosts
 def test_concurrent_claimers_never_share_a_job_and_leave_none_behind(world: World) -> None:
     _bulk_queue(world)
     tokens = [world.add_provider(f"c{i}", scope="all") for i in range(CLAIMERS)]
