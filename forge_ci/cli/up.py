@@ -109,10 +109,10 @@ def up(demo: bool, exit_after_demo: bool) -> None:
                 continue
             supervisor.start(service_child(config, service, argv))
             started.append(service)
-        # Port 0 lets the kernel choose (tests do): there is no port to wait for then.
-        if "ssh" in started and config.ssh_listen[1] and not wait_for_port(*config.ssh_listen):
+        # Port 0 ("any free port") was pinned to a concrete port above, so both can be awaited.
+        if "ssh" in started and not wait_for_port(*config.ssh_listen):
             raise Unavailable(f"the SSH server did not listen on {config.ssh_listen}")
-        if "web" in started and config.web_listen[1] and not wait_for_port(*config.web_listen):
+        if "web" in started and not wait_for_port(*config.web_listen):
             raise Unavailable(f"the web server did not listen on {config.web_listen}")
         problem = None
         if _service_argv(root, "provider") is not None and "web" in started:
