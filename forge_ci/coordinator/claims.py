@@ -15,9 +15,10 @@ Fairness: a repository that was served least recently goes first, so one reposit
 thousand queued jobs cannot starve another with one (ties: the oldest queued job).
 
 On PostgreSQL a claimer skips repositories other claimers are serving right now; if every
-candidate repository was busy it starts a second transaction that waits for one of them,
-so a claim never answers null while claimable work exists. The second transaction holds no
-other repository lock while it waits, so claims cannot deadlock each other.
+candidate repository was busy it waits for one of them, in the same transaction when it holds
+no other repository lock, else in a new transaction that holds none. So a claim never answers
+null while claimable work exists, and claims cannot deadlock each other: a transaction waits
+for at most one repository lock, and only while it holds no other.
 
 Empty polls return None and store nothing but the provider's contact time (at most every
 10 s).
@@ -261,8 +262,13 @@ def _touch(session: Session, provider: Provider, now: datetime) -> None:
         session.flush()
 
 
-def _waiting_out_cancellation(session: Session, provider: Provider, now: datetime) -> bool:
-    """A provider whose own change cancelled its work claims nothing until that work ended."""
+def _waiting_out_cancellation(
+    session: Session, provider: Provider, now: datetime
+) -> tuple[bool, bool]:
+    """A provider whose own change cancelled its work claims nothing until that work ended.
+
+    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+    """
     pending = session.scalars(
         select(Attempt)
         .where(
@@ -276,7 +282,7 @@ def _waiting_out_cancellation(session: Session, provider: Provider, now: datetim
     ).all()
     for attempt in pending:
         reconcile(session, attempt, now)
-    return any(attempt.state != states.COMPLETED for attempt in pending)
+    return any(attempt.state != states.COMPLETED for attempt in pending), bool(pending)
 
 
 def _allocate(
@@ -399,21 +405,38 @@ def claim_once(
         return ClaimOutcome(_replay(session, previous, request, now))
     digest = _check_fresh_token(session, provider, request.attempt_token)
     _touch(session, provider, now)
-    if provider.state != "active" or _waiting_out_cancellation(session, provider, now):
+    if provider.state != "active":
+        return ClaimOutcome(None)
+    waiting, holding = _waiting_out_cancellation(session, provider, now)
+    if waiting:
         return ClaimOutcome(None)
     if wait_for_repository is not None:
         # The only lock this transaction waits for; every other one is skipped when busy.
         _lock_repository(session, wait_for_repository, wait=True)
+        holding = True
     busy: list[int] = []
     for repository_id, has_row in _candidate_repositories(session, provider):
         if has_row and not _lock_repository(session, repository_id, wait=False):
             busy.append(repository_id)
             continue
+        holding = holding or has_row
         assignment = _claim_in_repository(
             session, provider, repository_id, request, digest, now, source, lease
         )
         if assignment is not None:
             return ClaimOutcome(assignment)
+    if busy and not holding:
+        # Every candidate was busy and this transaction holds no repository lock, so it may
+        # wait for one here (no lock to deadlock on) instead of starting over. Any one: all
+        # claimers saw the same order, and queueing on the first would idle the others.
+        chosen = random.choice(busy)
+        _lock_repository(session, chosen, wait=True)
+        assignment = _claim_in_repository(
+            session, provider, chosen, request, digest, now, source, lease
+        )
+        if assignment is not None:
+            return ClaimOutcome(assignment)
+        busy.remove(chosen)
     return ClaimOutcome(None, busy)
 
 
