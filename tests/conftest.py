@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from forge_ci.db import Database, create_db_engine
@@ -97,19 +98,30 @@ class PostgresDatabases:
             self.template = name
         return self.template
 
+    def _drop(self, name: str, attempts: int) -> bool:
+        # WITH (FORCE) may not terminate an autovacuum worker busy in the fresh database (it
+        # belongs to another role): it finishes within moments, so try again.
+        for attempt in range(attempts):
+            try:
+                with self.admin.connect() as conn:
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                return True
+            except DBAPIError:
+                if attempt == attempts - 1:
+                    return False
+                time.sleep(0.2 * (attempt + 1))
+        return False
+
     def drop(self, url: str) -> None:
-        """Drop one test's database as soon as the test is done with it."""
+        """Drop one test's database as soon as the test is done with it (else at the end)."""
         name = make_url(url).database
-        if name in self.created:
-            with self.admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if name in self.created and self._drop(name, 3):
             self.created.remove(name)
 
     def drop_all(self) -> None:
-        with self.admin.connect() as conn:
-            for name in reversed(self.created):
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        left = [name for name in reversed(self.created) if not self._drop(name, 10)]
         self.admin.dispose()
+        assert not left, f"could not drop test databases {left}"
 
 
 @pytest.fixture(scope="session")
