@@ -13,7 +13,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,11 @@ from forge_ci.accounts import create_user
 from forge_ci.authz import Actor
 from forge_ci.coordinator.credentials import new_token
 from forge_ci.coordinator.providers import create_provider
-from forge_ci.db import Database, create_db_engine
+from forge_ci.db import Database, begin_write, create_db_engine
 from forge_ci.migrations import upgrade
 from forge_ci.models import Job, Repository, Run, RunSequence, User, utcnow
 from forge_ci.repos import create_repository
+from forge_ci.runs.numbering import next_run_number
 from forge_ci.settings import Settings, load_settings
 from forge_ci.setup import ensure_layout
 
@@ -106,6 +107,50 @@ def plan_job(key: str, env: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
+def _run_row(repository_id: int, number: int, user_id: int, plan: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "repository_id": repository_id,
+        "number": number,
+        "workflow_path": ".forge-ci/workflows/ci.yml",
+        "workflow_name": "ci",
+        "event_name": "workflow_dispatch",
+        "ref": "refs/heads/main",
+        "sha": "a" * 40,
+        "pin_ref": f"refs/forge-ci/pipelines/{uuid.uuid4().hex}",
+        "workflow_source": "on: workflow_dispatch\n",
+        "plan": plan,
+        "plan_version": 1,
+        "plan_digest": hashlib.sha256(json.dumps(plan).encode()).hexdigest(),
+        "context": {"repository": "bench/repo", "sha": "a" * 40},
+        "state": "queued",
+        "requested_by_id": user_id,
+        "requested_by_name": "bench",
+        "created_at": utcnow(),
+        "concurrency_blocked": False,
+        "cancel_in_progress": False,
+    }
+
+
+def _job_row(run_id: int, position: int, queued_at: datetime) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "position": position,
+        "key": f"j{position}",
+        "job_id": f"j{position}",
+        "name": f"j{position}",
+        "needs": [],
+        "runs_on": ["self-hosted", "linux"],
+        "state": "queued",
+        "created_at": queued_at,
+        "queued_at": queued_at,
+    }
+
+
+def _plan(jobs_per_run: int, job: dict[str, Any] | None = None) -> dict[str, Any]:
+    template = job or plan_job("j")
+    return {"version": 1, "jobs": [{**template, "key": f"j{i}"} for i in range(jobs_per_run)]}
+
+
 def seed(
     settings: Settings,
     repositories: int,
@@ -114,7 +159,7 @@ def seed(
     jobs_per_run: int = 20,
     job: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Repositories, ``jobs`` queued jobs (bulk-inserted) and provider tokens."""
+    """Repositories, ``jobs`` queued jobs (bulk-inserted; none when 0) and provider tokens."""
     database = Database(settings)
     tokens = []
     try:
@@ -130,64 +175,31 @@ def seed(
                 )
                 tokens.append(token)
             session.commit()
+            if jobs == 0:
+                return tokens
             repo_ids = session.scalars(select(Repository.id).order_by(Repository.id)).all()
             user_id = session.scalar(select(User.id).where(User.name == "bench"))
-            runs = max(1, jobs // jobs_per_run)
-            template = job or plan_job("j")
-            plan = {
-                "version": 1,
-                "jobs": [{**template, "key": f"j{i}"} for i in range(jobs_per_run)],
-            }
-            now = utcnow()
+            assert user_id is not None
+            plan = _plan(jobs_per_run, job)
             numbers: dict[int, int] = {}
             rows = []
-            for index in range(runs):
+            for index in range(max(1, jobs // jobs_per_run)):
                 repo = repo_ids[index % len(repo_ids)]
                 numbers[repo] = numbers.get(repo, 0) + 1
-                rows.append(
-                    {
-                        "repository_id": repo,
-                        "number": numbers[repo],
-                        "workflow_path": ".forge-ci/workflows/ci.yml",
-                        "workflow_name": "ci",
-                        "event_name": "workflow_dispatch",
-                        "ref": "refs/heads/main",
-                        "sha": "a" * 40,
-                        "pin_ref": f"refs/forge-ci/pipelines/{uuid.uuid4().hex}",
-                        "workflow_source": "on: workflow_dispatch\n",
-                        "plan": plan,
-                        "plan_version": 1,
-                        "plan_digest": hashlib.sha256(json.dumps(plan).encode()).hexdigest(),
-                        "context": {"repository": "bench/repo", "sha": "a" * 40},
-                        "state": "queued",
-                        "requested_by_id": user_id,
-                        "requested_by_name": "bench",
-                        "created_at": now,
-                        "concurrency_blocked": False,
-                        "cancel_in_progress": False,
-                    }
-                )
+                rows.append(_run_row(repo, numbers[repo], user_id, plan))
             session.execute(insert(Run), rows)
             session.execute(
                 insert(RunSequence),
                 [{"repository_id": r, "last_number": n} for r, n in numbers.items()],
             )
             run_ids = session.scalars(select(Run.id).order_by(Run.id)).all()
+            now = utcnow()
             session.execute(
                 insert(Job),
                 [
-                    {
-                        "run_id": run_id,
-                        "position": position,
-                        "key": f"j{position}",
-                        "job_id": f"j{position}",
-                        "name": f"j{position}",
-                        "needs": [],
-                        "runs_on": ["self-hosted", "linux"],
-                        "state": "queued",
-                        "created_at": now,
-                        "queued_at": now + timedelta(milliseconds=r * jobs_per_run + position),
-                    }
+                    _job_row(
+                        run_id, position, now + timedelta(milliseconds=r * jobs_per_run + position)
+                    )
                     for r, run_id in enumerate(run_ids)
                     for position in range(jobs_per_run)
                 ],
@@ -196,3 +208,19 @@ def seed(
     finally:
         database.dispose()
     return tokens
+
+
+def queue_run(database: Database) -> None:
+    """Queue one run of one job in the first repository through the ORM (so its commit
+    publishes the Redis wake-up, as the scheduler's does)."""
+    with database.session() as session:
+        begin_write(session)
+        repository_id = session.scalar(select(Repository.id).order_by(Repository.id))
+        user_id = session.scalar(select(User.id).where(User.name == "bench"))
+        assert repository_id is not None and user_id is not None
+        number = next_run_number(session, repository_id)
+        run = Run(**_run_row(repository_id, number, user_id, _plan(1)))
+        session.add(run)
+        session.flush()
+        session.add(Job(**_job_row(run.id, 0, utcnow())))
+        session.commit()

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from forge_ci.coordinator import service, wakeups
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.service import Coordinator
 from forge_ci.coordinator.wakeups import WakeupListener, install_publisher
@@ -50,17 +51,16 @@ def live(world: World) -> World:
 
 
 def test_a_waiting_claim_gets_work_queued_meanwhile_without_redis(live: World) -> None:
-    pending = waiting_claim(live.coordinator, live.provider_token, 10)
+    pending = waiting_claim(live.coordinator, live.provider_token, 30)
     time.sleep(0.5)
     assert "returned" not in pending
     live.queue_run()
     queued = time.monotonic()
-    pending["thread"].join(10)
+    pending["thread"].join(30)
+    # Noticed by the database poll, not by the end of the wait (which would answer null).
+    # How fast it notices is measured by bench/claim_wakeup.py, not asserted here.
     assert pending["assignment"] is not None
-    noticed = min(t for t in pending["tries"] if t >= queued) - queued
-    # One 100 ms poll plus the signature query (generous: the suite may share a busy machine).
-    assert noticed < 0.5, noticed
-    assert pending["returned"] - queued < 5
+    assert any(t >= queued for t in pending["tries"])
 
 
 def test_a_waiting_claim_returns_null_when_its_wait_ends(live: World) -> None:
@@ -94,7 +94,9 @@ def test_waiting_claims_are_limited_so_they_never_take_every_thread(live: World)
     first["thread"].join(10)
 
 
-def test_redis_wakes_waiting_claims_at_once(live: World, redis_url: str) -> None:
+def test_redis_wakes_waiting_claims_at_once(
+    live: World, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     install_publisher(redis_url)
     listener = WakeupListener(redis_url)
     coordinator = Coordinator(live.database.session, live.settings, wakeups=listener)
@@ -113,15 +115,16 @@ def test_redis_wakes_waiting_claims_at_once(live: World, redis_url: str) -> None
             notify()
 
         listener.notify = recording_notify  # type: ignore[method-assign]
-        pending = waiting_claim(coordinator, live.provider_token, 10)
+        # Only a message can end this wait early: the safety poll and the full retry come
+        # later than the wait's end, when an unwoken claim answers null.
+        monkeypatch.setattr(wakeups, "POLL_WITH_REDIS", 60.0)
+        monkeypatch.setattr(service, "FULL_RETRY_SECONDS", 60.0)
+        pending = waiting_claim(coordinator, live.provider_token, 20)
         time.sleep(0.3)
         live.queue_run()  # the ORM commit publishes on the channel
-        queued = time.monotonic()
-        pending["thread"].join(10)
-        assert pending["assignment"] is not None
+        pending["thread"].join(30)
         assert woken, "no wake-up arrived through Redis"
-        noticed = min(t for t in pending["tries"] if t >= woken[0]) - woken[0]
-        assert noticed < 0.2, noticed  # woken by the message, not by the 0.25 s safety poll
-        assert pending["returned"] - queued < 5
+        assert pending["assignment"] is not None
+        assert any(t >= woken[0] for t in pending["tries"])
     finally:
         listener.stop()
