@@ -15,7 +15,7 @@ from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
 from forge_ci.workflow.diagnostics import Problems
-from forge_ci.workflow.env import MAX_ENV_ENTRIES, EnvValue, parse_env
+from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.expressions import ExpressionError
 from forge_ci.workflow.labels import normalize_labels
 from forge_ci.workflow.matrix import Strategy, parse_strategy
@@ -25,6 +25,10 @@ from forge_ci.workflow.render import render, static_value, strategy_context, to_
 from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
 from forge_ci.workflow.templates import ANY_MATRIX_KEY, ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
+
+#: The runner protocol carries at most this many job outputs (``forge_ci.protocol.MAX_OUTPUTS``,
+#: which the runner may not import from here): a plan must never promise more.
+MAX_JOB_OUTPUTS = 64
 
 DEFAULT_TIMEOUT_MINUTES = 360
 JOB_KEYS = (
@@ -223,8 +227,8 @@ def _outputs(
     if not isinstance(node, Mapping):
         problems.at(node, f"outputs must be a mapping, not {describe(node)}")
         return {}
-    if len(node.items) > MAX_ENV_ENTRIES:
-        problems.at(node.items[MAX_ENV_ENTRIES][0], f"a job has at most {MAX_ENV_ENTRIES} outputs")
+    if len(node.items) > MAX_JOB_OUTPUTS:
+        problems.at(node.items[MAX_JOB_OUTPUTS][0], f"a job has at most {MAX_JOB_OUTPUTS} outputs")
     outputs: dict[str, Template] = {}
     for key, value in node.items:
         problem = id_problem(key.value)

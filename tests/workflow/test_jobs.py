@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from wf_support import messages
 
+from forge_ci import protocol
 from forge_ci.workflow import Diagnostic
+from forge_ci.workflow.jobs import MAX_JOB_OUTPUTS
 from forge_ci.workflow.labels import normalize_labels
 
 Refuse = Callable[[str | bytes], list[Diagnostic]]
@@ -284,3 +286,14 @@ def test_outputs_may_read_any_step_of_the_job(plan_of: PlanOf, refuse: Refuse) -
     }
     diagnostics = refuse(workflow(job("outputs:\n  x: ${{ steps.nope.outputs.x }}")))
     assert "no step in this job has the id 'nope'" in messages(diagnostics)
+
+
+def test_at_most_64_outputs_the_runner_protocol_can_carry(plan_of: PlanOf, refuse: Refuse) -> None:
+    assert MAX_JOB_OUTPUTS == protocol.MAX_OUTPUTS  # the plan never promises what cannot be sent
+
+    def with_outputs(count: int) -> str:
+        lines = "".join(f"\n  o{i}: x" for i in range(count))
+        return workflow(job(f"outputs:{lines}"))
+
+    assert len(plan_of(with_outputs(64))["jobs"][0]["outputs"]) == 64
+    assert "a job has at most 64 outputs" in messages(refuse(with_outputs(65)))
