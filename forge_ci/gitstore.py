@@ -84,6 +84,21 @@ def has_object(repo: pygit2.Repository, oid: str) -> bool:
     return oid in repo
 
 
+def set_ref(repo: pygit2.Repository, name: str, oid: str | None) -> None:
+    """Point the branch or tag ``name`` at ``oid``, or delete it when None (no hooks run).
+
+    Only for an operator's explicit verdict (:mod:`forge_ci.pushes.inspection`): every other
+    ref change goes through a push.
+    """
+    if not name.startswith(("refs/heads/", "refs/tags/")):
+        raise ValueError(f"only branches and tags can be set, not {name}")
+    if oid is None:
+        if repo.references.get(name) is not None:
+            repo.references.delete(name)
+        return
+    repo.references.create(name, pygit2.Oid(hex=oid), force=True)
+
+
 def pin(repo: pygit2.Repository, name: str, oid: str) -> None:
     """Point the internal ref ``name`` at ``oid`` (idempotent; libgit2 runs no hooks)."""
     if not name.startswith(INTERNAL_REF_PREFIX):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from forge_ci.authz import Actor
-from forge_ci.cli.common import echo_json, echo_table, session_scope
+from forge_ci.cli.common import echo_json, echo_table, session_scope, settings
 
 
 @click.group()
@@ -63,3 +63,31 @@ def events_show(full_name: str, event_id: int, as_json: bool) -> None:
     ]
     if rows:
         echo_table(rows, ["workflow", "outcome", "run", "detail"])
+
+
+@events.command("resolve")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.argument("event_id", type=int)
+@click.option(
+    "--pushed/--not-pushed",
+    required=True,
+    help="The push happened (the ref is set to its new value) or it did not (its old value).",
+)
+def events_resolve(full_name: str, event_id: int, pushed: bool) -> None:
+    """Decide a push event that needs inspection: set its ref and settle it.
+
+    For a ref that was moved outside forge-ci while the push was in flight (docs/ssh.md,
+    "Recovery"). The value the ref held is printed so that it can be recovered.
+    """
+    from forge_ci.pushes.inspection import resolve_push_event
+
+    with session_scope() as session:
+        verdict = resolve_push_event(
+            session, settings(), Actor.operator(), full_name, event_id, pushed=pushed
+        )
+    was = verdict.was or "(absent)"
+    now = verdict.now or "(deleted)"
+    click.echo(
+        f"push event {verdict.event_id} of {full_name} is {verdict.state}: "
+        f"{verdict.ref} was at {was}, now {now}"
+    )

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from forge_ci.accounts import create_user
+from forge_ci.accounts import create_user, get_user
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import Conflict, NeedsInspection, NotFound, PermissionDenied
 from forge_ci.gitstore import repository_path
@@ -22,9 +22,10 @@ from forge_ci.pushes.events import (
     mark_received,
     repositories_with_open_events,
 )
+from forge_ci.pushes.inspection import resolve_push_event
 from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates, refusal_reason
-from forge_ci.pushes.settling import confirm_updates, settle_repository
+from forge_ci.pushes.settling import Settled, confirm_updates, settle_repository
 from forge_ci.repos import create_repository, grant
 from forge_ci.settings import Settings
 
@@ -312,6 +313,76 @@ def test_a_vanished_ref_or_commit_needs_inspection(
     (Path(git.path) / "refs/heads/ghost").write_text(missing + "\n")
     with pytest.raises(NeedsInspection, match="commit is missing"):
         settle_repository(session, settings, repo_id)
+
+
+def _stuck_event(session: Session, git: pygit2.Repository, repo_id: int) -> tuple[int, list[str]]:
+    """A push of main c1 -> c2 in flight while someone set main to c3 by hand."""
+    c1, c2, c3 = commit(git, "one"), commit(git, "two"), commit(git, "three")
+    set_ref(git, "refs/heads/main", c1)
+    [event_id] = record_intents(
+        session, push(session, repo_id), [Update(c1, c2, "refs/heads/main")]
+    )
+    set_ref(git, "refs/heads/main", c3)
+    return event_id, [c1, c2, c3]
+
+
+def test_an_operator_says_the_push_happened(
+    session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
+) -> None:
+    event_id, (_c1, c2, c3) = _stuck_event(session, git, repo_id)
+    verdict = resolve_push_event(session, settings, OPERATOR, "alice/demo", event_id, pushed=True)
+    assert (verdict.ref, verdict.was, verdict.now, verdict.state) == (
+        "refs/heads/main",
+        c3,
+        c2,
+        "confirmed",
+    )
+    assert str(git.references["refs/heads/main"].target) == c2
+    assert str(git.references[f"refs/forge-ci/push-events/{event_id}"].target) == c2
+    assert settle_repository(session, settings, repo_id) == Settled()  # writes resume
+    assert confirmed_event_ids(session) == [event_id]
+
+
+def test_an_operator_says_the_push_did_not_happen(
+    session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
+) -> None:
+    c0 = commit(git, "zero")
+    set_ref(git, "refs/heads/topic", c0)
+    [created] = record_intents(
+        session, push(session, repo_id), [Update(ZERO, c0, "refs/heads/new")]
+    )
+    set_ref(git, "refs/heads/new", commit(git, "by hand"))
+    verdict = resolve_push_event(session, settings, OPERATOR, "alice/demo", created, pushed=False)
+    assert (verdict.now, verdict.state) == (None, "aborted")  # a creation that did not happen
+    assert git.references.get("refs/heads/new") is None
+    assert repositories_with_open_events(session) == []
+
+
+def test_resolving_is_refused_for_settled_events_missing_commits_and_non_owners(
+    session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
+) -> None:
+    event_id, (c1, _c2, c3) = _stuck_event(session, git, repo_id)
+    grant(session, OPERATOR, "alice/demo", "bob", Role.ADMIN)
+    bob = Actor.for_user(get_user(session, "bob"))
+    session.commit()
+    with pytest.raises(PermissionDenied):  # owners only
+        resolve_push_event(session, settings, bob, "alice/demo", event_id, pushed=True)
+    with pytest.raises(NotFound, match="push event 999 of alice/demo not found"):
+        resolve_push_event(session, settings, OPERATOR, "alice/demo", 999, pushed=True)
+    # A commit that never arrived cannot have been pushed.
+    [ghost] = record_intents(
+        session, push(session, repo_id, "s2"), [Update(c1, "1234567890" * 4, "refs/heads/g")]
+    )
+    set_ref(git, "refs/heads/g", c3)
+    with pytest.raises(Conflict, match="new commit 123456789012 is missing.*--not-pushed"):
+        resolve_push_event(session, settings, OPERATOR, "alice/demo", ghost, pushed=True)
+    assert str(git.references["refs/heads/g"].target) == c3  # nothing was changed
+    # One verdict settles its event; the other still refuses writes, and says so.
+    with pytest.raises(NeedsInspection, match=f"push event {event_id} .* is now aborted, but"):
+        resolve_push_event(session, settings, OPERATOR, "alice/demo", event_id, pushed=False)
+    with pytest.raises(Conflict, match=f"push event {event_id} of alice/demo is already aborted"):
+        resolve_push_event(session, settings, OPERATOR, "alice/demo", event_id, pushed=True)
+    assert str(git.references["refs/heads/main"].target) == c1
 
 
 # --- reading and receiving ----------------------------------------------------------------------

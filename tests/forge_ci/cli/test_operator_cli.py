@@ -241,3 +241,12 @@ def test_push_events_are_listed(cli: Cli) -> None:
     table = cli.ok("events", "list", "alice/demo")
     assert "prepared" in table and "refs/heads/main" in table and "c0ffee000000" in table
     assert "repository alice/nope not found" in cli.refused("events", "list", "alice/nope")
+
+    # An operator's verdict on an event stuck in "prepared" (docs/ssh.md, "Recovery").
+    refusal = cli.refused("events", "resolve", "alice/demo", "1", "--pushed")
+    assert "new commit c0ffee000000 is missing" in refusal and "--not-pushed" in refusal
+    out = cli.ok("events", "resolve", "alice/demo", "1", "--not-pushed")
+    assert out.strip() == (
+        "push event 1 of alice/demo is aborted: refs/heads/main was at (absent), now (deleted)"
+    )
+    assert "is already aborted" in cli.refused("events", "resolve", "alice/demo", "1", "--pushed")
