@@ -28,6 +28,11 @@ from forge_ci.db import Database
 log = logging.getLogger(__name__)
 
 LOGIN_NAME = "git"
+# paramiko has no type information; its answer codes, typed once.
+AUTH_FAILED: int = paramiko.AUTH_FAILED
+AUTH_SUCCESSFUL: int = paramiko.AUTH_SUCCESSFUL
+OPEN_SUCCEEDED: int = paramiko.OPEN_SUCCEEDED
+OPEN_PROHIBITED: int = paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 _GIT_PROTOCOL = re.compile(rb"version=[0-2]")
 
 
@@ -39,7 +44,7 @@ class Pusher:
     name: str
 
 
-class GitServerInterface(paramiko.ServerInterface):
+class GitServerInterface(paramiko.ServerInterface):  # type: ignore[misc]  # untyped base
     """The policy of one connection, and what its client asked for."""
 
     def __init__(self, database: Database) -> None:
@@ -76,20 +81,20 @@ class GitServerInterface(paramiko.ServerInterface):
         return "publickey"
 
     def check_auth_none(self, username: str) -> int:
-        return paramiko.AUTH_FAILED
+        return AUTH_FAILED
 
     def check_auth_password(self, username: str, password: str) -> int:
-        return paramiko.AUTH_FAILED
+        return AUTH_FAILED
 
     def check_auth_interactive(self, username: str, submethods: str) -> int:
-        return paramiko.AUTH_FAILED
+        return AUTH_FAILED
 
     def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
         # paramiko asks about a key before the client signs (the "is this key acceptable?"
         # probe) and again right before it accepts the signed request; both calls happen on
         # the transport thread in order, so the last accepted key is the one that logs in.
         if username != LOGIN_NAME:
-            return paramiko.AUTH_FAILED
+            return AUTH_FAILED
         try:
             with self.database.session() as session:
                 user = user_for_key_blob(session, key.asbytes())
@@ -97,19 +102,19 @@ class GitServerInterface(paramiko.ServerInterface):
         except SQLAlchemyError as exc:
             log.warning("database unavailable during SSH authentication: %s", exc)
             self.database_unavailable = True
-            return paramiko.AUTH_FAILED
+            return AUTH_FAILED
         if found is None:
-            return paramiko.AUTH_FAILED
+            return AUTH_FAILED
         self.pusher = found
-        return paramiko.AUTH_SUCCESSFUL
+        return AUTH_SUCCESSFUL
 
     # --- channels and requests -------------------------------------------------------------
 
     def check_channel_request(self, kind: str, chanid: int) -> int:
         if kind != "session" or self._channel_opened:
-            return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+            return OPEN_PROHIBITED
         self._channel_opened = True
-        return paramiko.OPEN_SUCCEEDED
+        return OPEN_SUCCEEDED
 
     def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
         if self.requested.is_set():
@@ -167,7 +172,7 @@ class GitServerInterface(paramiko.ServerInterface):
     def check_channel_direct_tcpip_request(
         self, chanid: int, origin: tuple[str, int], destination: tuple[str, int]
     ) -> int:
-        return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        return OPEN_PROHIBITED
 
     def check_port_forward_request(self, address: str, port: int) -> int | bool:
         return False
