@@ -339,7 +339,11 @@ def revoke_provider(
     cancelled = 0
     for attempt in _active_attempts(session, provider):
         attempt_cases.cancel_attempt(
-            session, attempt, f"provider {name} was revoked", now, provider_change=True
+            session,
+            attempt,
+            "an administrator revoked the provider running this job",
+            now,
+            provider_change=True,
         )
         cancelled += 1
     return _info(session, provider), cancelled
@@ -368,7 +372,7 @@ def set_provider_labels(
             attempt_cases.cancel_attempt(
                 session,
                 attempt,
-                f"provider {name} no longer has label {', '.join(missing)}",
+                f"the provider running this job no longer has label {', '.join(missing)}",
                 now,
                 provider_change=True,
             )
@@ -402,7 +406,7 @@ def set_provider_access(
                 attempt_cases.cancel_attempt(
                     session,
                     attempt,
-                    f"provider {name} no longer has access to the repository",
+                    "the provider running this job no longer has access to this repository",
                     now,
                     provider_change=True,
                 )

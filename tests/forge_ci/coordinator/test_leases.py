@@ -203,6 +203,7 @@ def test_revoking_a_provider_cancels_its_work_and_blocks_it(world: World) -> Non
     assert (info.state, cancelled) == ("revoked", 1)
     status = world.heartbeat(claimed)
     assert status.cancel_requested and "revoked" in status.cancel_reason
+    assert "p1" not in status.cancel_reason  # readers of the run never learn provider names
     assert world.complete(claimed, "cancelled").conclusion == "cancelled"
     with pytest.raises(BadCredential):
         world.claim()
@@ -221,7 +222,9 @@ def test_a_label_change_cancels_only_work_that_no_longer_matches(world: World) -
         lambda s: set_provider_labels(s, OPERATOR, "gpu-box", " Linux,self-hosted ", world.clock())
     )
     assert (info.labels, cancelled) == (("linux", "self-hosted"), 1)
-    assert world.heartbeat(keys["gpu"]).cancel_requested
+    status = world.heartbeat(keys["gpu"])
+    assert status.cancel_requested and "no longer has label gpu" in status.cancel_reason
+    assert "gpu-box" not in status.cancel_reason
     assert not world.heartbeat(keys["plain"]).cancel_requested
     # Until the cancelled attempt has ended, the provider claims nothing new.
     world.queue_run(plan_job("later"))
@@ -241,7 +244,8 @@ def test_removing_repository_access_cancels_work_there(world: World) -> None:
         lambda s: set_provider_access(s, OPERATOR, "lib", "selected", ["alice/app"], world.clock())
     )
     assert cancelled == 1
-    assert "no longer has access" in world.heartbeat(claimed).cancel_reason
+    reason = world.heartbeat(claimed).cancel_reason
+    assert "no longer has access to this repository" in reason and "lib" not in reason
 
 
 def test_a_requester_losing_permission_stops_running_work(world: World) -> None:
