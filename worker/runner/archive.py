@@ -103,6 +103,7 @@ def inspect_archive(data: bytes) -> list[Member]:
         raise ArchiveRefused(f"the archive is larger than {MAX_ARCHIVE_BYTES} bytes (64 MiB)")
     members: list[Member] = []
     seen: dict[tuple[str, ...], bool] = {}  # path -> is a directory
+    implied: set[tuple[str, ...]] = set()  # parents of members, listed or not
     files = 0
     total = 0
     try:
@@ -118,9 +119,12 @@ def inspect_archive(data: bytes) -> list[Member]:
                     raise ArchiveRefused(f"{shown} is {_kind(info)}; only files and directories")
                 if parts in seen:
                     raise ArchiveRefused(f"{shown} appears twice")
+                if not directory and parts in implied:
+                    raise ArchiveRefused(f"{shown} is a file, but earlier entries are inside it")
                 for depth in range(1, len(parts)):
                     if seen.get(parts[:depth]) is False:
                         raise ArchiveRefused(f"{shown} is inside a file")
+                    implied.add(parts[:depth])
                 size = 0
                 if not directory:
                     files += 1

@@ -93,6 +93,7 @@ HOSTILE: list[tuple[str, Callable[[], bytes], str]] = [
     ("runner tmp", lambda: _tar((".tmp", b"x")), "reserved for the runner"),
     ("duplicate", lambda: _tar(("a", b"1"), ("a", b"2")), "appears twice"),
     ("file then directory", lambda: _tar(("a", b"1"), ("a/b", b"2")), "inside a file"),
+    ("directory then file", lambda: _tar(("a/b", b"1"), ("a", b"2")), "earlier entries are inside"),
     ("empty component", lambda: _tar(("a//b", b"1")), "empty"),
     ("not a tar", lambda: b"this is not a tar archive" * 40, "not a valid tar"),
     ("truncated", lambda: _tar(("big", b"x" * 5000))[:1536], "ends inside its data"),
@@ -168,3 +169,10 @@ def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(ArchiveRefused, match="already exists"):
         extract_archive(_tar(("a", b"theirs")), str(tmp_path))
     assert (tmp_path / "a").read_text() == "mine"
+
+
+def test_a_directory_listed_after_its_contents_is_fine(tmp_path: Path) -> None:
+    data = _tar(("a/b", b"1"), _info("a", tarfile.DIRTYPE))
+    assert [m.parts for m in inspect_archive(data)] == [("a", "b"), ("a",)]
+    extract_archive(data, str(tmp_path))
+    assert (tmp_path / "a" / "b").read_bytes() == b"1"
