@@ -12,7 +12,6 @@ the job's result so dependents advance (:func:`forge_ci.runs.scheduling.complete
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -22,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.authz import Actor, Role, role_in
-from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.credentials import hashes_match, keyed_digest, token_hash
 from forge_ci.coordinator.errors import (
     AttemptEnded,
     BadCredential,
@@ -251,13 +250,15 @@ def heartbeat(
             cancel_attempt(session, attempt, refusal, now)
 
 
-def completion_digest(request: CompleteRequest) -> str:
+def completion_digest(token: str, request: CompleteRequest) -> str:
+    """Recognizes a replayed completion; keyed by the attempt credential, like log replays,
+    so that nothing derived from the (unmasked) outputs is stored without a key."""
     canonical = json.dumps(
         [request.execution_id, request.conclusion, request.last_log_sequence, request.outputs],
         sort_keys=True,
         separators=(",", ":"),
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return keyed_digest(token, "completion", canonical)
 
 
 def complete(
@@ -266,6 +267,7 @@ def complete(
     request: CompleteRequest,
     now: datetime,
     *,
+    token: str,
     masked_outputs: Mapping[str, str],
 ) -> None:
     """Record the runner's result; an identical replay is acknowledged, anything else refused.
@@ -273,7 +275,7 @@ def complete(
     A completion after cancellation is recorded ``cancelled`` (the reported outcome is kept);
     a reported success with a step that did not succeed is recorded ``failure``.
     """
-    digest = completion_digest(request)
+    digest = completion_digest(token, request)
     if attempt.state == states.COMPLETED:
         if attempt.completion_digest == digest:
             return

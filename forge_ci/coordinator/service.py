@@ -230,6 +230,6 @@ class Coordinator:
                 name: masker.mask_text(value) if masker is not None else value
                 for name, value in request.outputs.items()
             }
-            attempts.complete(session, attempt, request, now, masked_outputs=masked)
+            attempts.complete(session, attempt, request, now, token=token, masked_outputs=masked)
 
         return self._attempt_request(token, attempt_id, operation)[1]
