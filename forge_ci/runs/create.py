@@ -158,7 +158,8 @@ def creating_runs(
 ) -> Iterator[RunCreation]:
     """Hold the repository lock and a serialized transaction; commit at the end of the block.
 
-    Any exception rolls the transaction back and deletes the pins made in the block. The
+    An exception in the block rolls the transaction back and deletes the pins made in it (a
+    failing commit keeps them). The
     session's earlier transaction (the caller's lookups) is ended first; see
     :func:`forge_ci.runs.transactions.begin_serialized`. RepositoryBusy when the lock is not
     free within ``lock_timeout`` (default: the configured repository lock timeout).
@@ -171,9 +172,16 @@ def creating_runs(
         creation = RunCreation(session, repository_id, git)
         try:
             yield creation
-            session.commit()
         except BaseException:
             session.rollback()
             for pin in creation.pins:
                 delete_pin(git, pin)
+            raise
+        # Outside the handler: a failing COMMIT may still have committed (the connection was
+        # lost waiting for its answer), so the pins stay. An orphan pin is harmless; a
+        # committed run whose pin was deleted could lose its commit to a force push and gc.
+        try:
+            session.commit()
+        except BaseException:
+            session.rollback()
             raise

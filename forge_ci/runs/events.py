@@ -240,6 +240,11 @@ def _process_file(
         ) as creation:
             if _recorded(session, event_id, path):  # another worker got here first
                 return
+            if decision.definition is not None and not creation.repository().push_workflows_enabled:
+                # Switched off while this event was being processed: no new runs from now on.
+                decision = _FileDecision(
+                    outcomes.FAILED, "push workflows were switched off before its run was created"
+                )
             run = None
             if decision.definition is not None:
                 run = creation.create(context.pusher, decision.definition)

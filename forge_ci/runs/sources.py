@@ -175,7 +175,8 @@ def changed_paths(
 
     For a new branch (``old`` is all zeros) the comparison is against where the branch left the
     default branch (their merge base). The first push of the default branch itself, a missing
-    default branch or no common ancestor make the changes unknown, and path filters then match
+    default branch, no common ancestor or a new branch without commits of its own make the
+    changes unknown, and path filters then match
     (running too often is recoverable, silently not running a check is not). Very large diffs
     also count as unknown.
     """
@@ -187,10 +188,10 @@ def changed_paths(
             base_tip = git.references[f"refs/heads/{default_branch}"].resolve().target
         except KeyError:
             return None
-        if str(base_tip) == new:
-            return None
         base = git.merge_base(base_tip, new_commit.id)
-        if base is None:
+        if base is None or str(base) == new:
+            # No common history, or no commit of its own yet (the branch starts at a commit of
+            # the default branch, its tip or an older one): nothing to compare, so unknown.
             return None
         old_tree = _commit(git, str(base)).tree
     else:

@@ -53,9 +53,11 @@ def test_twenty_concurrent_creations_get_numbers_1_to_20(forge: Forge) -> None:
 
 
 @pytest.mark.parametrize("where", ["insert_jobs", "admit_run", "commit"])
-def test_a_failure_after_the_pin_leaves_no_pin_and_no_rows(
+def test_a_failure_after_the_pin_leaves_no_rows_and_no_pin_unless_the_commit_failed(
     forge: Forge, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
+    """A failing COMMIT may have committed (its answer was lost), so it keeps the pin: an
+    orphan pin is harmless, a committed run whose pin is gone could lose its commit."""
     forge.commit({CI: PIPELINE})
     pins_seen: list[list[str]] = []
 
@@ -78,12 +80,13 @@ def test_a_failure_after_the_pin_leaves_no_pin_and_no_rows(
     with pytest.raises(RuntimeError, match="injected failure"):
         forge.dispatch()
     monkeypatch.undo()
-    # The pin existed when the failure struck, and is gone now, with every row.
+    # The pin existed when the failure struck; every row is gone.
     assert len(pins_seen[0]) == 1
-    assert _pins(forge) == []
+    orphans = pins_seen[0] if where == "commit" else []
+    assert _pins(forge) == orphans
     for model in (Run, Job, JobDependency):
         assert forge.session.scalar(select(func.count()).select_from(model)) == 0
     # The number was given back: the next run is #1.
     run = forge.dispatch()
     assert run.number == 1
-    assert _pins(forge) == [run.pin_ref]
+    assert sorted(_pins(forge)) == sorted([run.pin_ref, *orphans])

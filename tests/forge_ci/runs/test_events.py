@@ -266,6 +266,32 @@ def test_disabled_repositories_and_older_pushes_create_no_runs(forge: Forge) -> 
     assert _process(forge, after_off).result == "disabled"
 
 
+def test_switching_off_while_an_event_is_processed_stops_its_remaining_files(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _enable(forge)
+    sha = forge.commit({WF + "a.yml": ON_MAIN, WF + "b.yml": ON_MAIN})
+    event_id = _event(forge, sha)
+    decide = events._decide_file
+
+    def owner_switches_off_after_the_first_file(*args: object) -> object:
+        if args[-1] == WF + "b.yml":  # the owner's switch lands between the two files
+            with forge.database.session() as other:
+                set_push_workflows(other, OPERATOR, "alice/demo", False)
+                other.commit()
+        return decide(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(events, "_decide_file", owner_switches_off_after_the_first_file)
+    outcome = _process(forge, event_id)
+    assert outcome.runs == (1,)
+    found = _outcomes(forge, event_id)
+    assert found["a.yml"][0] == "run_created"
+    assert found["b.yml"][:2] == (
+        "failed",
+        "push workflows were switched off before its run was created",
+    )
+
+
 def test_only_owners_admins_and_site_admins_run_code_rechecked_when_processed(
     forge: Forge,
 ) -> None:
@@ -323,6 +349,12 @@ def test_path_filters_use_the_diff_of_the_push(forge: Forge) -> None:
     topic_src = forge.commit({"src/b.py": "1"}, branch="topic2", parent=code)
     outcome = _process(forge, _event(forge, topic_src, ref="refs/heads/topic2"))
     assert outcome.runs == (3,)
+    # A new branch without commits of its own has nothing to compare: unknown, so it runs,
+    # whether it starts at the default branch's tip or at an older commit of it.
+    for number, start in ((4, code), (5, docs)):
+        outcome = _process(forge, _event(forge, start, ref=f"refs/heads/from-{start[:7]}"))
+        assert outcome.runs == (number,)
+        assert "changed paths are unknown" in _outcomes(forge, outcome.event_id)["src.yml"][1]
 
 
 def test_at_most_64_workflow_files_are_inspected(forge: Forge) -> None:
