@@ -2,18 +2,47 @@
 
 Without ``reference-transaction`` a push would move refs that no event records; without
 ``pre-receive`` it could write forge-ci's own namespace. So a missing, non-executable or
-tamperable hook refuses the push before ``git receive-pack`` starts.
+tamperable hook refuses the push before ``git receive-pack`` starts. So does a git older than
+2.28, which never runs ``reference-transaction``: pushes would succeed and record nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import stat
+import subprocess
 from pathlib import Path
 
 from forge_ci.errors import Unavailable
 
 REQUIRED_HOOKS = ("pre-receive", "reference-transaction")
+#: git runs the reference-transaction hook from this version on.
+MIN_GIT = (2, 28)
+
+
+@functools.cache
+def git_problem() -> str | None:
+    """What is wrong with this machine's ``git`` for recording pushes (None: fine).
+
+    Asked once per process: upgrading git needs a restart of the SSH server to be noticed.
+    """
+    try:
+        result = subprocess.run(
+            ["git", "--version"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"git cannot be run ({exc})"
+    found = re.search(r"(\d+)\.(\d+)", result.stdout)
+    if found is None:
+        return f"cannot tell git's version from {result.stdout.strip()[:100]!r}"
+    if (int(found[1]), int(found[2])) < MIN_GIT:
+        return (
+            f"git {found[0]} is too old: recording pushes needs the reference-transaction "
+            f"hook of git {MIN_GIT[0]}.{MIN_GIT[1]} or newer; an operator must upgrade git"
+        )
+    return None
 
 
 def hook_problems(hooks_dir: Path) -> list[str]:
@@ -40,7 +69,10 @@ def hook_problems(hooks_dir: Path) -> list[str]:
 
 
 def require_hooks(hooks_dir: Path) -> None:
-    """Raise Unavailable, naming each problem and the fix, unless every hook is ready."""
+    """Raise Unavailable, naming each problem and the fix, unless git and every hook are ready."""
+    problem = git_problem()
+    if problem is not None:
+        raise Unavailable(f"pushes are refused: {problem}")
     problems = hook_problems(hooks_dir)
     if problems:
         raise Unavailable(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from forge_ci import hookwire
 from forge_ci.errors import ConfigurationError
-from forge_ci.hookchecks import REQUIRED_HOOKS
+from forge_ci.hookchecks import REQUIRED_HOOKS, git_problem
 from forge_ci.settings import Settings
 
 TEMPLATE = Path(__file__).with_name("hook.bash")
@@ -74,7 +74,13 @@ def check_bash_tcp(bash: str) -> None:
 
 
 def install_hooks(settings: Settings) -> list[Path]:
-    """(Re)write every hook into the hooks directory, atomically; return the paths written."""
+    """(Re)write every hook into the hooks directory, atomically; return the paths written.
+
+    Refused (ConfigurationError) when this machine's git would never run the hooks.
+    """
+    problem = git_problem()
+    if problem is not None:
+        raise ConfigurationError(problem)
     bash = find_bash()
     check_bash_tcp(bash)
     text = hook_program(bash)

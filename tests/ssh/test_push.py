@@ -3,6 +3,8 @@ and (deletions aside) a pin; a refused push records nothing and changes no ref."
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -10,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from forge_ci.db import Database
+from forge_ci.errors import ConfigurationError
 from forge_ci.gitstore import repository_path
+from forge_ci.hookchecks import git_problem
 from forge_ci.settings import Settings
+from hooks.install import install_hooks
 from ssh.server import SshServer
 from tests.ssh.conftest import MakeClient
 from tests.ssh.helpers import ZERO, GitClient, accepted, event_pins, events, refs
@@ -221,6 +226,42 @@ def test_missing_or_non_executable_hooks_refuse_pushes(
 
     install_hooks(world)
     alice.push(work, "main")
+    assert [row[4] for row in events(database)] == ["confirmed"]
+
+
+def test_a_git_too_old_for_the_transaction_hook_refuses_pushes(
+    server: SshServer,
+    world: Settings,
+    database: Database,
+    client_for: MakeClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """git before 2.28 never runs reference-transaction: pushes would go through unrecorded."""
+    real_git = shutil.which("git")
+    assert real_git is not None
+    fake = tmp_path / "old-git"
+    fake.mkdir()
+    # Says it is 2.20 (Debian 10's), does everything else with the real git.
+    (fake / "git").write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] && exec echo "git version 2.20.1"\nexec {real_git} "$@"\n'
+    )
+    (fake / "git").chmod(0o755)
+    alice = client_for("alice", server.address[1])
+    work = alice.work_tree()
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    git_problem.cache_clear()
+    try:
+        result = alice.push(work, "main", check=False)
+        assert result.returncode != 0
+        assert "git 2.20 is too old" in result.stderr and "git 2.28 or newer" in result.stderr
+        assert refs(world) == {} and events(database) == []
+        with pytest.raises(ConfigurationError, match="git 2.20 is too old"):
+            install_hooks(world)
+    finally:
+        monkeypatch.undo()
+        git_problem.cache_clear()
+    alice.push(work, "main")  # the real git is recent enough
     assert [row[4] for row in events(database)] == ["confirmed"]
 
 
