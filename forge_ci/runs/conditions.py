@@ -15,6 +15,12 @@ Conclusions map to the four results GitHub expressions know: ``timed_out`` and `
 else any cancelled -> cancelled, all skipped -> skipped, else success) and its outputs are the
 legs' outputs merged in plan order, later legs winning (GitHub leaves that order unspecified;
 here it is deterministic).
+
+Cancelling a run cancels its queued jobs at once and asks running ones to stop; a waiting job
+whose condition may still be true (``always()``, ``cancelled()``, ``failure()``; see
+:func:`may_run_after_cancel`) waits for its dependencies and is then decided as usual, with
+``cancelled()`` true: cleanup and notification jobs run, as on GitHub. Cancelling again stops
+those too.
 """
 
 from __future__ import annotations
@@ -36,6 +42,23 @@ RESULT_OF: dict[str, str] = {
 }
 
 DEFAULT_CONDITION = "success()"
+
+
+def may_run_after_cancel(condition: str) -> bool:
+    """Whether a job with this ``if`` could still run in a cancelled run: its condition calls
+    a status function other than ``success()`` (``always()``, ``cancelled()``, ``failure()``).
+
+    Every other condition carries an implicit or explicit ``success()``, false once the run is
+    cancelled, so such a job is cancelled at once. Unparsable conditions never ran before
+    either (they fail when evaluated), so they are cancelled too.
+    """
+    from forge_ci.workflow.expressions import ExpressionError, called_functions, parse_condition
+
+    try:
+        node = parse_condition(condition)
+    except ExpressionError:
+        return False
+    return bool(called_functions(node) & {"always", "cancelled", "failure"})
 
 
 def summarize(conclusions: Iterable[str]) -> str:

@@ -40,7 +40,13 @@ from forge_ci import states
 from forge_ci.errors import Conflict, InvalidInput, NotFound
 from forge_ci.models import Job, JobDependency, JobOutput, Run, utcnow
 from forge_ci.runs import concurrency
-from forge_ci.runs.conditions import DEFAULT_CONDITION, NeedsEntry, decide, summarize
+from forge_ci.runs.conditions import (
+    DEFAULT_CONDITION,
+    NeedsEntry,
+    decide,
+    may_run_after_cancel,
+    summarize,
+)
 from forge_ci.runs.numbering import lock_repository_runs
 
 WAITING = "waiting"
@@ -182,7 +188,7 @@ def advance_run(session: Session, run: Run, now: datetime | None = None) -> None
     now = now or utcnow()
     if run.state == COMPLETED:
         return
-    if not run.concurrency_blocked and run.cancel_requested_at is None:
+    if not run.concurrency_blocked:
         session.flush()
         graph = RunGraph(session, run)
         changed = True
@@ -204,6 +210,8 @@ def advance_run(session: Session, run: Run, now: datetime | None = None) -> None
                 )
                 if decision.error is not None:
                     _move(job, COMPLETED, now, states.FAILURE, decision.error)
+                elif not decision.run and run.cancel_requested_at is not None:
+                    _move(job, COMPLETED, now, states.CANCELLED, run.cancel_reason)
                 elif not decision.run:
                     _move(job, COMPLETED, now, states.SKIPPED, decision.reason)
                 elif _has_capacity(graph, job):
@@ -277,19 +285,31 @@ def admit_run(session: Session, run: Run, now: datetime | None = None) -> None:
 
 
 def cancel_run_jobs(session: Session, run: Run, reason: str, now: datetime | None = None) -> None:
-    """Cancel a locked run: waiting and queued jobs at once, running ones by request."""
+    """Cancel a locked run: queued jobs at once, running ones by request.
+
+    Waiting jobs are cancelled too, except those whose condition may still hold in a cancelled
+    run (``always()``, ``cancelled()``, ``failure()``): they are decided when their
+    dependencies end, so cleanup jobs run. A repeated cancellation, or one of a run that never
+    got past its concurrency group, cancels those as well.
+    """
     now = now or utcnow()
     if run.state == COMPLETED:
         return
-    if run.cancel_requested_at is None:
+    repeated = run.cancel_requested_at is not None
+    if not repeated:
         run.cancel_requested_at = now
         run.cancel_reason = reason
+    keep_cleanup = not repeated and not run.concurrency_blocked
     for job in run.jobs:
-        if job.state in (WAITING, QUEUED):
+        if job.state == QUEUED or (job.state == WAITING and not (keep_cleanup and _cleanup(job))):
             _move(job, COMPLETED, now, states.CANCELLED, reason)
         elif job.state == RUNNING:
             _request_cancel(job, reason, now)
-    settle_run(session, run, now)
+    advance_run(session, run, now)
+
+
+def _cleanup(job: Job) -> bool:
+    return may_run_after_cancel(str(job.definition().get("if") or DEFAULT_CONDITION))
 
 
 # --- entry points for the runner protocol ------------------------------------------------------

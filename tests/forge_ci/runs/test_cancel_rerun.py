@@ -51,15 +51,16 @@ def test_cancel_cancels_waiting_and_queued_jobs_and_requests_running_ones(forge:
         "test": "completed/cancelled",
         "lint": "completed/cancelled",
         "deploy": "completed/cancelled",
-        "notify": "completed/cancelled",
+        "notify": "queued",  # if: always() -- its need ended, so it runs
     }
     build = forge.job(number, "build")
     requested = build.cancel_requested_at
     assert requested is not None and build.status_reason == "cancelled by carol"
     assert forge.run(number).state == "running"
-    # Cancelling again neither fails nor extends the running job's window.
+    # Cancelling again neither fails nor extends the running job's window; it stops cleanup.
     cancel_run(forge.session, forge.alice, "alice/demo", number)
     forge.session.commit()
+    assert forge.states(number)["notify"] == "completed/cancelled"
     assert forge.job(number, "build").cancel_requested_at == requested
     assert forge.run(number).cancel_reason == "cancelled by carol"
     # The runner reports the job stopped; the run completes as cancelled.
@@ -69,6 +70,52 @@ def test_cancel_cancels_waiting_and_queued_jobs_and_requests_running_ones(forge:
     assert forge.job(number, "build").conclusion == "cancelled"
     with pytest.raises(Conflict, match="already completed \\(cancelled\\); there is nothing"):
         cancel_run(forge.session, forge.alice, "alice/demo", number)
+
+
+def test_cleanup_and_notification_jobs_still_run_in_a_cancelled_run(forge: Forge) -> None:
+    forge.commit(
+        {
+            CI: workflow(
+                job("build")
+                + job("cleanup", needs="build", condition="always()")
+                + job("notify", needs="build", condition="cancelled()")
+                + job("on-failure", needs="build", condition="failure()")
+                + job("after", needs="build")
+                + job("not-cancelled", needs="build", condition="${{ !cancelled() }}")
+            )
+        }
+    )
+    number = _dispatch(forge)
+    forge.start(number, "build")
+    cancel_run(forge.session, forge.alice, "alice/demo", number)
+    forge.session.commit()
+    # Jobs whose condition may still hold wait for build; the others are cancelled at once.
+    assert forge.states(number) == {
+        "build": "running",
+        "cleanup": "waiting",
+        "notify": "waiting",
+        "on-failure": "waiting",
+        "after": "completed/cancelled",
+        "not-cancelled": "waiting",
+    }
+    forge.finish(number, "build", "success")  # after the request: recorded as cancelled
+    assert forge.states(number) == {
+        "build": "completed/cancelled",
+        "cleanup": "queued",
+        "notify": "queued",
+        "on-failure": "completed/cancelled",  # nothing failed
+        "after": "completed/cancelled",
+        "not-cancelled": "completed/cancelled",
+    }
+    assert forge.job(number, "on-failure").status_reason == "cancelled by alice"
+    assert forge.run(number).state == "running"
+    forge.start(number, "cleanup")
+    forge.finish(number, "cleanup")
+    forge.start(number, "notify")
+    forge.finish(number, "notify")
+    assert forge.states(number)["cleanup"] == "completed/success"
+    run = forge.run(number)
+    assert (run.state, run.conclusion) == ("completed", "cancelled")
 
 
 def test_active_runs_cannot_be_rerun(forge: Forge) -> None:
