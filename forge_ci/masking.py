@@ -162,8 +162,11 @@ class Masker:
         position = 0
         covered = 0
         for start, end in _merge(intervals):
-            if start >= cut:
-                break  # lies in the withheld text, which is scanned again with the next chunk
+            if start >= cut and not (start == 0 and carry.covered):
+                # Lies in the withheld text, which is scanned again with the next chunk. Not the
+                # covered start, though: its mask is already out, so even when all of the text is
+                # withheld again (cut 0) it stays covered rather than being released later.
+                break
             pieces.append(text[position:start])
             if not (start == 0 and carry.covered):
                 # (A match continuing one whose mask was already emitted adds no second mask.)

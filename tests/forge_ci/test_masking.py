@@ -81,6 +81,20 @@ def test_a_match_running_into_withheld_text_stays_masked() -> None:
     assert out.startswith("..") and out.endswith("..")
 
 
+def test_covered_text_stays_covered_when_the_whole_text_is_withheld_again() -> None:
+    """The covered start of the pending text outlives a chunk that keeps all of it pending.
+
+    "12" ends the first secret (already masked) and starts a prefix of the second; after "ef"
+    the whole text "12abcdef" is still a prefix, and "gh--" then ends it without a match: the
+    "12" must not come out.
+    """
+    masker = Masker(patterns_for(["abcdefgh12", "12abcdefghij"]))
+    out = stream(masker, ["..abcdefgh12abcd", "ef", "gh--"])
+    assert out == "..***abcdefgh--" == masker.mask_text("..abcdefgh12abcdefgh--")
+    # The refusal side: what follows the covered text and is not a secret is released.
+    assert stream(masker, ["..abcdefgh12abcd", "ef", "gh--", "more\n"]) == "..***abcdefgh--more\n"
+
+
 def test_the_mask_character_is_never_part_of_a_secret() -> None:
     masker = Masker(patterns_for(["pa**word-1", "x#y#z#w#"]))
     assert masker.mask == "~~~"
