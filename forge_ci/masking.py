@@ -46,7 +46,7 @@ import json
 import os
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 from threading import Lock
@@ -320,9 +320,13 @@ def _mask_char(patterns: frozenset[str]) -> str:
 
 
 class MaskerCache:
-    """Built maskers by pattern set, so a busy attempt does not rebuild its automaton per chunk."""
+    """Built maskers, so a busy attempt does not rebuild its automata per chunk.
 
-    def __init__(self, size: int = 64) -> None:
+    Found by their values (hashed) or, through :meth:`get_for`, by a key under which the values
+    never change, which spares the caller reading them at all.
+    """
+
+    def __init__(self, size: int = 128) -> None:
         self.size = size
         self._items: OrderedDict[str, Masker] = OrderedDict()
         self._lock = Lock()
@@ -331,12 +335,30 @@ class MaskerCache:
         # Keyed by the values themselves (hashed), so a hit costs no pattern derivation.
         distinct = sorted(set(values))
         key = sha256("\x00".join(distinct).encode("utf-8", "surrogatepass")).hexdigest()
+        masker = self._lookup(key)
+        if masker is None:
+            masker = self._store(key, Masker(patterns_for(distinct)))
+        return masker
+
+    def get_for(self, key: str, values: Callable[[], Iterable[str]]) -> Masker:
+        """The masker cached under ``key``; on a miss, :meth:`get` of ``values()``, cached so.
+
+        ``key`` must name the values for good (an attempt's issued values are fixed at claim);
+        it should not look like a hex digest, which is how :meth:`get` keys its entries.
+        """
+        masker = self._lookup(key)
+        if masker is None:
+            masker = self._store(key, self.get(values()))
+        return masker
+
+    def _lookup(self, key: str) -> Masker | None:
         with self._lock:
             masker = self._items.get(key)
             if masker is not None:
                 self._items.move_to_end(key)
-                return masker
-        masker = Masker(patterns_for(distinct))
+            return masker
+
+    def _store(self, key: str, masker: Masker) -> Masker:
         with self._lock:
             self._items[key] = masker
             while len(self._items) > self.size:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -201,6 +202,26 @@ def test_masker_cache_reuses_automata() -> None:
     cache.get(["two-secret"])
     cache.get(["three-secret"])
     assert cache.get(["one-secret"]) is not first
+
+
+def test_masker_cache_finds_keyed_maskers_without_their_values() -> None:
+    cache = MaskerCache(size=4)
+    asked: list[str] = []
+
+    def values(*items: str) -> Callable[[], list[str]]:
+        return lambda: asked.append(items[0]) or list(items)
+
+    first = cache.get_for("attempt/1/h1", values("one-secret", "token-1"))
+    assert cache.get_for("attempt/1/h1", values("never-read")) is first
+    assert asked == ["one-secret"]
+    assert cache.get(["token-1", "one-secret"]) is first  # the same values, the same masker
+    # The refusal side: another key reads its own values; an evicted key reads them again.
+    second = cache.get_for("attempt/2/h2", values("two-secret"))
+    assert second is not first and second.mask_text("one-secret\n") == "one-secret\n"
+    for n in range(4):
+        cache.get([f"filler-{n}"])
+    assert cache.get_for("attempt/1/h1", values("one-secret", "token-1")) is not first
+    assert asked == ["one-secret", "two-secret", "one-secret"]
 
 
 # --- The property: no chunking of any output ever stores a secret -----------------------------
