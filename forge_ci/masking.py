@@ -9,8 +9,18 @@ What is masked (the *patterns* of an attempt), built by :func:`patterns_for`:
 - the JSON-escaped form of each of the above (ASCII-only and UTF-8), since builds often print
   JSON that embeds a secret.
 
-Matching is one Aho-Corasick scan (pyahocorasick) over the text, so 64 secrets cost about what
-one does. Overlapping and adjacent matches merge into one mask.
+Matching. Every occurrence of every pattern is found by one overlapping Aho-Corasick scan
+(``ahocorasick-rs``, the Rust ``aho-corasick`` crate) of the text's UTF-8 bytes: a DFA, one table
+step per byte however many patterns there are, or a contiguous NFA when the DFA's table would pass
+:data:`DFA_BUDGET_BYTES`. Most chunks hold no secret, so up to 256 patterns are first looked for
+by leftmost searches of at most 64 patterns each, which get the crate's SIMD prefilter (the
+overlapping scan never does); only a chunk they find something in is scanned. Overlapping and
+adjacent matches merge into one mask.
+
+Offsets are byte offsets; lone surrogates are scanned in their 3-byte form (``surrogatepass``).
+No pattern starts with a UTF-8 continuation byte, so every match and every withheld suffix starts
+and ends on a character boundary, and the slices between them decode to the original characters.
+:class:`Carry` counts characters, as it always has (sealed carries stay readable).
 
 Streaming. Output arrives in chunks per (step, stream). A secret may straddle two chunks, so the
 masker never emits a suffix that could still grow into a match; it keeps it as *pending* text::
@@ -34,14 +44,15 @@ from __future__ import annotations
 
 import json
 import os
+from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 from threading import Lock
 from typing import Any
 
-import ahocorasick
+from ahocorasick_rs import BytesAhoCorasick, Implementation, MatchKind
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -51,7 +62,14 @@ MIN_LINE_BYTES = 8
 MASK_REPEAT = 3
 #: Mask characters in order of preference; the first one no pattern contains is used.
 _MASK_CANDIDATES = "*#~\u2022\u2588\u25a0"
-_PREFIX_FILTER = 8
+#: Length of the pattern heads that locate candidate withheld suffixes (see ``_hold_start``).
+_HEAD = 8
+#: Largest DFA table a masker may build; beyond it the (slower, smaller) contiguous NFA is used.
+DFA_BUDGET_BYTES = 2 * 1024 * 1024
+#: Patterns per detector: the crate's SIMD prefilter (Teddy) takes at most 64.
+_DETECTOR_SIZE = 64
+#: Above this many detectors their scans together cost more than the one overlapping scan.
+_DETECTORS_MAX = 4
 
 
 def _lines(value: str) -> list[str]:
@@ -121,24 +139,69 @@ class Carry:
 EMPTY = Carry()
 
 
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def _implementation(patterns: list[bytes]) -> Implementation:
+    """The DFA when its table fits :data:`DFA_BUDGET_BYTES`, else the contiguous NFA.
+
+    The DFA makes one table lookup per text byte whatever the number of patterns; its table has
+    a row per trie state (at most one per pattern byte) of 4 bytes per byte class (rounded up to
+    a power of two). The builder holds about twice that, hence the factor 8.
+    """
+    states = sum(len(p) for p in patterns) + 1
+    stride = 1 << len(set().union(*patterns)).bit_length()  # >= distinct bytes + 1
+    if states * stride * 8 <= DFA_BUDGET_BYTES:
+        return Implementation.DFA
+    return Implementation.ContiguousNFA
+
+
 class Masker:
     """Masks one attempt's patterns. Immutable and thread-safe once built."""
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.patterns = frozenset(p for p in patterns if p)
-        self.longest = max((len(p) for p in self.patterns), default=0)
         self.mask = _mask_char(self.patterns) * MASK_REPEAT
-        self._automaton: Any = None
-        self._prefixes: frozenset[str] = frozenset()
-        if self.patterns:
-            automaton = ahocorasick.Automaton()
-            for pattern in self.patterns:
-                automaton.add_word(pattern, len(pattern))
-            automaton.make_automaton()
-            self._automaton = automaton
-            self._prefixes = frozenset(
-                p[:k] for p in self.patterns for k in range(1, min(len(p), _PREFIX_FILTER) + 1)
+        self._mask_bytes = _utf8(self.mask)
+        #: Patterns as UTF-8, sorted: the proper-prefix test bisects this list.
+        self._sorted = sorted({_utf8(p) for p in self.patterns})
+        #: In bytes, like every offset below.
+        self.longest = max((len(p) for p in self._sorted), default=0)
+        self._automaton: BytesAhoCorasick | None = None
+        self._detectors: list[BytesAhoCorasick] = []
+        self._heads: BytesAhoCorasick | None = None
+        if self._sorted:
+            self._automaton = BytesAhoCorasick(
+                self._sorted,
+                matchkind=MatchKind.Standard,
+                implementation=_implementation(self._sorted),
             )
+            groups = [
+                self._sorted[i : i + _DETECTOR_SIZE]
+                for i in range(0, len(self._sorted), _DETECTOR_SIZE)
+            ]
+            if len(groups) <= _DETECTORS_MAX:
+                self._detectors = [
+                    BytesAhoCorasick(
+                        group,
+                        matchkind=MatchKind.LeftmostLongest,
+                        # (The prefilter does the work; the compact NFA only confirms.)
+                        implementation=Implementation.ContiguousNFA,
+                    )
+                    for group in groups
+                ]
+            heads = {p[:_HEAD] for p in self._sorted if len(p) > _HEAD}
+            if heads:
+                self._heads = BytesAhoCorasick(
+                    sorted(heads),
+                    matchkind=MatchKind.Standard,
+                    implementation=Implementation.ContiguousNFA,
+                )
 
     # -- whole texts ---------------------------------------------------------------------------
 
@@ -154,24 +217,37 @@ class Masker:
         if self._automaton is None:
             return carry.pending + chunk, EMPTY
         text = carry.pending + chunk
-        intervals = [(end + 1 - length, end + 1) for end, length in self._automaton.iter(text)]
-        if carry.covered:
-            intervals.append((0, carry.covered))
-        cut = self._hold_start(text)
-        pieces: list[str] = []
+        data = _utf8(text)  # (byte offsets from here on; see the module docstring)
+        covered_in = len(_utf8(carry.pending[: carry.covered])) if carry.covered else 0
+        intervals: list[tuple[int, int]] = []
+        if self._may_match(data):
+            found = self._automaton.find_matches_as_indexes(data, overlapping=True)
+            intervals = [(start, end) for _, start, end in found]
+        if covered_in:
+            intervals.append((0, covered_in))
+        cut = self._hold_start(data)
+        withheld = data[cut:]
+        pending = _text(withheld)
+        if not intervals:
+            return text[: len(text) - len(pending)], Carry(pending, 0)
+        pieces: list[bytes] = []
         position = 0
         covered = 0
         for start, end in _merge(intervals):
-            if start >= cut:
-                break  # lies in the withheld text, which is scanned again with the next chunk
-            pieces.append(text[position:start])
-            if not (start == 0 and carry.covered):
+            if start >= cut and not (start == 0 and covered_in):
+                # Lies in the withheld text, which is scanned again with the next chunk. Not the
+                # covered start, though: its mask is already out, so even when all of the text is
+                # withheld again (cut 0) it stays covered rather than being released later.
+                break
+            pieces.append(data[position:start])
+            if not (start == 0 and covered_in):
                 # (A match continuing one whose mask was already emitted adds no second mask.)
-                pieces.append(self.mask)
+                pieces.append(self._mask_bytes)
             position = min(end, cut)
             covered = max(covered, end - cut)
-        pieces.append(text[position:cut])
-        return "".join(pieces), Carry(text[cut:], covered)
+        pieces.append(data[position:cut])
+        covered_chars = len(_text(withheld[:covered])) if covered else 0
+        return _text(b"".join(pieces)), Carry(pending, covered_chars)
 
     def finish(self, carry: Carry) -> str:
         """The end of a stream: an unresolved pending prefix is masked whole.
@@ -183,14 +259,38 @@ class Masker:
             return ""
         return self.mask
 
-    def _hold_start(self, text: str) -> int:
-        """Start of the longest suffix of ``text`` that is a proper prefix of some pattern."""
-        size = len(text)
-        for index in range(max(0, size - (self.longest - 1)), size):
-            rest = size - index
-            if text[index : index + min(rest, _PREFIX_FILTER)] not in self._prefixes:
-                continue
-            if rest <= _PREFIX_FILTER or self._automaton.match(text[index:]):
+    def _may_match(self, data: bytes) -> bool:
+        """False only when no pattern occurs in ``data``: the detectors found nothing.
+
+        A leftmost search reports a match whenever the text holds an occurrence (the leftmost
+        one), so an empty answer is exact. The detectors are fast because leftmost searches of up
+        to 64 patterns get the crate's SIMD prefilter, which the overlapping search never does;
+        they only say whether the overlapping scan, which finds every occurrence, must run.
+        """
+        if not self._detectors:
+            return True
+        return any(detector.find_matches_as_indexes(data) for detector in self._detectors)
+
+    def _hold_start(self, data: bytes) -> int:
+        """Start of the longest suffix of ``data`` that is a proper prefix of some pattern.
+
+        Only the last ``longest - 1`` bytes can start one. A candidate with 8 bytes or more
+        after it begins with the 8-byte head of a longer pattern, so the heads automaton finds
+        those in one call however long the patterns are; the last 7 positions are tried as they
+        are. Each candidate, leftmost first, is then tested exactly.
+        """
+        size = len(data)
+        low = max(0, size - (self.longest - 1))
+        candidates: list[int] = []
+        if self._heads is not None and size - low >= _HEAD:
+            found = self._heads.find_matches_as_indexes(memoryview(data)[low:], overlapping=True)
+            candidates = sorted(low + start for _, start, _ in found)
+        candidates.extend(range(max(low, size - _HEAD + 1), size))
+        for index in candidates:
+            suffix = data[index:]
+            # The patterns that start with ``suffix`` and are longer follow it in sorted order.
+            after = bisect_right(self._sorted, suffix)
+            if after < len(self._sorted) and self._sorted[after].startswith(suffix):
                 return index
         return size
 
@@ -220,9 +320,13 @@ def _mask_char(patterns: frozenset[str]) -> str:
 
 
 class MaskerCache:
-    """Built maskers by pattern set, so a busy attempt does not rebuild its automaton per chunk."""
+    """Built maskers, so a busy attempt does not rebuild its automata per chunk.
 
-    def __init__(self, size: int = 64) -> None:
+    Found by their values (hashed) or, through :meth:`get_for`, by a key under which the values
+    never change, which spares the caller reading them at all.
+    """
+
+    def __init__(self, size: int = 128) -> None:
         self.size = size
         self._items: OrderedDict[str, Masker] = OrderedDict()
         self._lock = Lock()
@@ -231,12 +335,30 @@ class MaskerCache:
         # Keyed by the values themselves (hashed), so a hit costs no pattern derivation.
         distinct = sorted(set(values))
         key = sha256("\x00".join(distinct).encode("utf-8", "surrogatepass")).hexdigest()
+        masker = self._lookup(key)
+        if masker is None:
+            masker = self._store(key, Masker(patterns_for(distinct)))
+        return masker
+
+    def get_for(self, key: str, values: Callable[[], Iterable[str]]) -> Masker:
+        """The masker cached under ``key``; on a miss, :meth:`get` of ``values()``, cached so.
+
+        ``key`` must name the values for good (an attempt's issued values are fixed at claim);
+        it should not look like a hex digest, which is how :meth:`get` keys its entries.
+        """
+        masker = self._lookup(key)
+        if masker is None:
+            masker = self._store(key, self.get(values()))
+        return masker
+
+    def _lookup(self, key: str) -> Masker | None:
         with self._lock:
             masker = self._items.get(key)
             if masker is not None:
                 self._items.move_to_end(key)
-                return masker
-        masker = Masker(patterns_for(distinct))
+            return masker
+
+    def _store(self, key: str, masker: Masker) -> Masker:
         with self._lock:
             self._items[key] = masker
             while len(self._items) > self.size:

@@ -50,8 +50,16 @@ def limit_message(cap: int) -> str:
 
 
 def attempt_masker(session: Session, attempt: Attempt, token: str) -> Masker:
-    """The masker for ``attempt``: its credential and every value issued to it."""
-    return MASKERS.get([token, *secrets.issued_values(session, attempt, token)])
+    """The masker for ``attempt``: its credential and every value issued to it.
+
+    The values are issued in the transaction that creates the attempt and only deleted when it
+    ends, so the masker is cached per attempt and credential: a chunk after the first neither
+    reads nor decrypts them (for 64 secrets that was a sixth of a chunk's time on SQLite).
+    """
+    return MASKERS.get_for(
+        f"attempt/{attempt.id}/{attempt.token_hash}",
+        lambda: [token, *secrets.issued_values(session, attempt, token)],
+    )
 
 
 def _carry_context(attempt: Attempt, step_id: str, stream: str) -> str:

@@ -162,6 +162,37 @@ def test_issued_secrets_reach_the_assignment_and_never_the_log(world: World) -> 
     assert world.count(AttemptSecret) == 0  # forgotten when the attempt ended
 
 
+def test_issued_secrets_are_read_once_per_attempt_and_process(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.secret_source = FixedSecrets({"API_KEY": SECRET})
+    world.coordinator = world.make_coordinator()
+    job = plan_job("deploy", steps=("push",))
+    job["steps"][0]["env"] = {"API_KEY": {"secret": "API_KEY"}}
+    claimed = started(world, job)
+    reads: list[int] = []
+    issued_values = log_cases.secrets.issued_values
+
+    def counted(session, attempt, token):  # type: ignore[no-untyped-def]
+        reads.append(attempt.id)
+        return issued_values(session, attempt, token)
+
+    monkeypatch.setattr(log_cases.secrets, "issued_values", counted)
+    for number, chunk in enumerate([f"a {SECRET[:9]}", f"{SECRET[9:]} b\n", f"c {SECRET}\n"], 1):
+        world.log(claimed, number, chunk, step_id="push")
+    assert reads == [claimed.id]
+    # A new process reads them again, and still masks them.
+    log_cases.MASKERS._items.clear()
+    world.log(claimed, 4, f"d {SECRET}\n", step_id="push")
+    assert reads == [claimed.id, claimed.id]
+    assert joined(world, claimed.id, "push") == "a *** b\nc ***\nd ***\n"
+    # The refusal side: another attempt does not get this attempt's masker.
+    other = started(world, job)
+    world.log(other, 1, f"e {SECRET} {claimed.token}\n", step_id="push")
+    assert reads == [claimed.id, claimed.id, other.id]
+    assert joined(world, other.id, "push") == f"e *** {claimed.token}\n"
+
+
 def test_outputs_are_masked(world: World) -> None:
     claimed = started(world, plan_job("build", steps=("a",), outputs={"out": "x"}))
     world.run_steps(claimed)
