@@ -68,18 +68,18 @@ def _columns(jobs: Sequence[JobDetail]) -> list[list[JobDetail]]:
     row: dict[int, int] = {}
     for index, column in enumerate(columns):
         if index > 0:
-            order = list(column)
+            order = {job.id: position for position, job in enumerate(column)}
             column.sort(key=functools.partial(_weight, row=row, order=order))
         for position, job in enumerate(column):
             row[job.id] = position
     return columns
 
 
-def _weight(job: JobDetail, row: dict[int, int], order: list[JobDetail]) -> tuple[bool, float, int]:
+def _weight(job: JobDetail, row: dict[int, int], order: dict[int, int]) -> tuple[bool, float, int]:
     """Sort key in a column: jobs fed from the left first, by the mean row of what they need,
-    then workflow order."""
+    then workflow order (``order``: job id -> its place in the column before sorting)."""
     rows = [row[n] for n in job.needs if n in row]
-    return (not rows, sum(rows) / len(rows) if rows else 0.0, order.index(job))
+    return (not rows, sum(rows) / len(rows) if rows else 0.0, order[job.id])
 
 
 def _short(name: str) -> str:
