@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from forge_ci import states
 from forge_ci.authz import Actor, Role
@@ -148,10 +148,12 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
             )
         ):
             needs[job_id].append(needs_id)
+        # The steps of every attempt in one more query, not one per attempt.
         for attempt in session.scalars(
             select(Attempt)
             .where(Attempt.job_id.in_(job_ids))
             .order_by(Attempt.job_id, Attempt.number)
+            .options(selectinload(Attempt.steps))
             .execution_options(populate_existing=True)
         ):
             attempts[attempt.job_id].append(attempt)
