@@ -56,7 +56,12 @@ def queue_blockers(
     now = now or utcnow()
     repository = find_repository(session, actor, full_name, Role.READ)
     run = find_run(session, repository, number)
-    queued = [job for job in run.jobs if job.state == "queued"]
+    # Only the queued jobs, not the whole run (which may have hundreds).
+    queued = list(
+        session.scalars(
+            select(Job).where(Job.run_id == run.id, Job.state == "queued").order_by(Job.position)
+        )
+    )
     if not queued:
         return {}
     refusal = requester_refusal(session, run)

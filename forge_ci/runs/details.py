@@ -19,7 +19,7 @@ from forge_ci import states
 from forge_ci.authz import Actor, Role
 from forge_ci.models import Attempt, AttemptStep, Job, JobDependency
 from forge_ci.repos import find_repository
-from forge_ci.runs.queries import RunView, find_run, show_run
+from forge_ci.runs.queries import RunView, find_run, run_view
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,6 @@ def _step(step: AttemptStep) -> StepDetail:
 
 def run_details(session: Session, actor: Actor, full_name: str, number: int) -> RunDetails:
     """Run ``number`` of ``full_name`` with everything its page shows (readers may look)."""
-    view = show_run(session, actor, full_name, number)
     repository = find_repository(session, actor, full_name, Role.READ)
     run = find_run(session, repository, number)
     jobs = list(
@@ -157,6 +156,8 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
             .execution_options(populate_existing=True)
         ):
             attempts[attempt.job_id].append(attempt)
+    # Each job's entry of the plan, as Job.definition() reads it, with one look at the plan.
+    plan_jobs: list[dict[str, Any]] = run.plan["jobs"] if jobs else []
     details = []
     for job in jobs:
         details.append(
@@ -191,7 +192,7 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
                     )
                     for attempt in attempts[job.id]
                 ),
-                planned_steps=_planned_steps(job.definition()),
+                planned_steps=_planned_steps(plan_jobs[job.position]),
             )
         )
-    return RunDetails(view, tuple(details))
+    return RunDetails(run_view(session, repository, run, jobs), tuple(details))

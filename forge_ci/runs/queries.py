@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import InvalidInput, NotFound
@@ -26,9 +27,16 @@ MAX_LIST = 500
 
 
 def find_run(session: Session, repository: Repository, number: int) -> Run:
-    """Run ``number`` of ``repository``; NotFound otherwise (never another repository's run)."""
+    """Run ``number`` of ``repository``; NotFound otherwise (never another repository's run).
+
+    The plan is loaded when first used: it is the largest column (hundreds of KiB for a run of
+    256 jobs) and the pages that look a run up on every poll (its updates, log pages) need
+    none of it.
+    """
     run = session.scalar(
-        select(Run).where(Run.repository_id == repository.id, Run.number == number)
+        select(Run)
+        .where(Run.repository_id == repository.id, Run.number == number)
+        .options(defer(Run.plan))
     )
     if run is None:
         raise NotFound(f"run #{number} not found in {repository.full_name}")
@@ -136,7 +144,10 @@ class RunView:
         return data
 
 
-def _view(session: Session, repository: Repository, run: Run, with_jobs: bool) -> RunView:
+def run_view(
+    session: Session, repository: Repository, run: Run, jobs: Sequence[Job] = ()
+) -> RunView:
+    """``run`` of ``repository`` as people see it, with ``jobs`` (none in lists)."""
     rerun_of = None
     if run.rerun_of_id is not None:
         rerun_of = session.scalar(select(Run.number).where(Run.id == run.rerun_of_id))
@@ -160,7 +171,7 @@ def _view(session: Session, repository: Repository, run: Run, with_jobs: bool) -
         created_at=run.created_at,
         started_at=run.started_at,
         completed_at=run.completed_at,
-        jobs=tuple(JobView.of(job) for job in run.jobs) if with_jobs else (),
+        jobs=tuple(JobView.of(job) for job in jobs),
     )
 
 
@@ -175,13 +186,14 @@ def list_runs(session: Session, actor: Actor, full_name: str, limit: int = 50) -
         .order_by(Run.number.desc())
         .limit(limit)
     )
-    return [_view(session, repository, run, with_jobs=False) for run in runs]
+    return [run_view(session, repository, run) for run in runs]
 
 
 def show_run(session: Session, actor: Actor, full_name: str, number: int) -> RunView:
     """One run with its jobs (readers may look)."""
     repository = find_repository(session, actor, full_name, Role.READ)
-    return _view(session, repository, find_run(session, repository, number), with_jobs=True)
+    run = find_run(session, repository, number)
+    return run_view(session, repository, run, run.jobs)
 
 
 @dataclass(frozen=True)
