@@ -18,7 +18,8 @@ from forge_ci.coordinator.logs import LogLine, read_log_page
 
 #: Pages (of at most 100 records) rendered into the page; the script drains the rest.
 INITIAL_PAGES = 5
-#: Lines rendered into the page at most; more arrive through the script (or log.txt).
+#: Lines rendered into the page at most; more arrive through the script (or log.txt). No record
+#: is taken once this many lines are formed, so the page ends at most one record beyond it.
 INITIAL_LINES = 5000
 
 
@@ -74,7 +75,12 @@ def log_snapshot(
     for _ in range(INITIAL_PAGES):
         page = read_log_page(session, actor, full_name, run_number, attempt_id, cursor)
         for record in page.records:
+            if len(lines.lines) >= INITIAL_LINES:
+                # Records of a fast job hold hundreds of lines each: stop inside the page and
+                # let the script continue after the last record shown.
+                return LogSnapshot(lines.lines, lines.open, cursor, True, False)
             lines.add(record)
+            cursor = record.cursor
         cursor = page.next_cursor
         has_more = page.has_more
         complete = page.complete

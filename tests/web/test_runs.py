@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+import web.logs
 from forge_ci.db import Database
 from forge_ci.models import Run
 from tests.web.people import EVERYONE, READERS
@@ -64,6 +65,32 @@ def test_the_job_page_shows_steps_and_the_escaped_log(
     assert "Compile line 3" in build and "Package line 1" in build
     assert 'data-complete="true"' in build
     assert build.count('class="line"') == 6
+
+
+def test_a_long_log_is_cut_after_the_record_that_reaches_the_line_limit(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Records of a fast job hold hundreds of lines each: the page stops at the record that
+    reaches the limit, inside the first page of records, and the script continues after it."""
+    monkeypatch.setattr(web.logs, "INITIAL_LINES", 10)
+    step = standard.lint.assignment.steps[0].id
+    for cursor in range(3, 7):  # after the standard run's two records
+        standard.lint.log("".join(f"record {cursor} line {n}\n" for n in range(4)), step)
+    rita = as_person("rita")
+    body = rita.get(f"{RUN}/jobs/{standard.jobs['lint']}").get_data(as_text=True)
+    # 2 lines, the open "partial line " continued by record 3 and 3 more, then record 4: 10.
+    assert body.count('class="line') == 10
+    assert "partial line record 3 line 0" in body and "record 4 line 3" in body
+    assert "record 5" not in body
+    assert 'data-next-cursor="4"' in body and 'data-open-line="false"' in body
+    assert 'data-complete="false"' in body and "The page shows the first 10 lines" in body
+    rest = rita.get(f"{RUN}/attempts/{standard.lint.attempt_id}/logs?after=4").json
+    assert [r["text"].split("\n")[0] for r in rest["records"]] == [
+        "record 5 line 0",
+        "record 6 line 0",
+    ]
 
 
 def test_a_step_can_be_chosen_without_javascript(
