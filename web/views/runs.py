@@ -38,8 +38,14 @@ def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
     can_manage = role is not None and role >= Role.ADMIN
     waiting = waiting_for(details)
 
+    # Built once: the graph and the list link every job (url_for is not free x 256 jobs x 2).
+    hrefs = {
+        job.id: url_for("runs.job", owner=owner, name=name, number=number, job_id=job.id)
+        for job in details.jobs
+    }
+
     def job_href(job: JobDetail) -> str:
-        return url_for("runs.job", owner=owner, name=name, number=number, job_id=job.id)
+        return hrefs[job.id]
 
     return {
         "repo": repo,
