@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from forge_ci.authz import Actor
-from forge_ci.coordinator.logs import LogLine, read_log_page
+from forge_ci.coordinator.logs import PAGE_SIZE, LogLine, read_log_page
 
 #: Pages (of at most 100 records) rendered into the page; the script drains the rest.
 INITIAL_PAGES = 5
+#: Records asked for first. A fast job's records hold hundreds of lines each (32 KiB), so a few
+#: reach INITIAL_LINES; reading 100 of them would move 3 MB to show a tenth of it.
+FIRST_RECORDS = 16
 #: Lines rendered into the page at most; more arrive through the script (or log.txt). No record
 #: is taken once this many lines are formed, so the page ends at most one record beyond it.
 INITIAL_LINES = 5000
@@ -72,8 +75,10 @@ def log_snapshot(
     cursor = 0
     has_more = True
     complete = False
-    for _ in range(INITIAL_PAGES):
-        page = read_log_page(session, actor, full_name, run_number, attempt_id, cursor)
+    remaining = INITIAL_PAGES * PAGE_SIZE
+    limit = FIRST_RECORDS
+    while True:
+        page = read_log_page(session, actor, full_name, run_number, attempt_id, cursor, limit)
         for record in page.records:
             if len(lines.lines) >= INITIAL_LINES:
                 # Records of a fast job hold hundreds of lines each: stop inside the page and
@@ -84,6 +89,8 @@ def log_snapshot(
         cursor = page.next_cursor
         has_more = page.has_more
         complete = page.complete
-        if not has_more or len(lines.lines) >= INITIAL_LINES:
+        remaining -= limit
+        if not has_more or len(lines.lines) >= INITIAL_LINES or remaining <= 0:
             break
+        limit = min(PAGE_SIZE, remaining)
     return LogSnapshot(lines.lines, lines.open, cursor, has_more, complete)

@@ -93,6 +93,25 @@ def test_a_long_log_is_cut_after_the_record_that_reaches_the_line_limit(
     ]
 
 
+def test_a_log_of_small_records_fills_the_page_up_to_its_record_budget(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A few records first, then full pages, until INITIAL_PAGES pages' worth of records."""
+    monkeypatch.setattr(web.logs, "FIRST_RECORDS", 2)
+    monkeypatch.setattr(web.logs, "PAGE_SIZE", 3)
+    monkeypatch.setattr(web.logs, "INITIAL_PAGES", 2)
+    step = standard.lint.assignment.steps[0].id
+    for cursor in range(3, 9):
+        standard.lint.log(f"r{cursor}\n", step)
+    body = as_person("rita").get(f"{RUN}/jobs/{standard.jobs['lint']}").get_data(as_text=True)
+    # Records 1 and 2, then 3 to 5, then 6: six records, read as 2 + 3 + 1.
+    assert body.count('class="line') == 6
+    assert "partial line r3" in body and ">r6<" in body and "r7" not in body
+    assert 'data-next-cursor="6"' in body and 'data-complete="false"' in body
+
+
 def test_a_step_can_be_chosen_without_javascript(
     as_person,  # type: ignore[no-untyped-def]
     standard: StandardRun,
