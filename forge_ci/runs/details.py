@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.authz import Actor, Role
@@ -112,19 +112,6 @@ def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
     return tuple(steps)
 
 
-def _step(step: AttemptStep) -> StepDetail:
-    return StepDetail(
-        step_id=step.step_id,
-        name=step.name,
-        state=step.state,
-        conclusion=step.conclusion,
-        exit_code=step.exit_code,
-        status_reason=step.status_reason,
-        started_at=step.started_at,
-        completed_at=step.completed_at,
-    )
-
-
 def run_details(session: Session, actor: Actor, full_name: str, number: int) -> RunDetails:
     """Run ``number`` of ``full_name`` with everything its page shows (readers may look)."""
     repository = find_repository(session, actor, full_name, Role.READ)
@@ -139,7 +126,8 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
     )
     job_ids = [job.id for job in jobs]
     needs: dict[int, list[int]] = defaultdict(list)
-    attempts: dict[int, list[Attempt]] = defaultdict(list)
+    steps: dict[int, list[StepDetail]] = defaultdict(list)
+    attempts: dict[int, list[AttemptDetail]] = defaultdict(list)
     if job_ids:
         for job_id, needs_id in session.execute(
             select(JobDependency.job_id, JobDependency.needs_id).where(
@@ -147,15 +135,69 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
             )
         ):
             needs[job_id].append(needs_id)
-        # The steps of every attempt in one more query, not one per attempt.
-        for attempt in session.scalars(
-            select(Attempt)
+        # Columns, not entities: a page reads hundreds of attempts and steps and changes none,
+        # and plain rows are always current (no populate_existing needed) and cheaper to build.
+        # Attempts first: a claim commits an attempt with its steps, so every attempt read
+        # here finds its steps in the next statement (PostgreSQL reads each one afresh).
+        attempt_rows = session.execute(
+            select(
+                Attempt.id,
+                Attempt.job_id,
+                Attempt.number,
+                Attempt.state,
+                Attempt.conclusion,
+                Attempt.status_reason,
+                Attempt.claimed_at,
+                Attempt.started_at,
+                Attempt.completed_at,
+                Attempt.cancel_requested_at,
+            )
             .where(Attempt.job_id.in_(job_ids))
             .order_by(Attempt.job_id, Attempt.number)
-            .options(selectinload(Attempt.steps))
-            .execution_options(populate_existing=True)
+        ).all()
+        for step in session.execute(
+            select(
+                AttemptStep.attempt_id,
+                AttemptStep.step_id,
+                AttemptStep.name,
+                AttemptStep.state,
+                AttemptStep.conclusion,
+                AttemptStep.exit_code,
+                AttemptStep.status_reason,
+                AttemptStep.started_at,
+                AttemptStep.completed_at,
+            )
+            .join(Attempt, Attempt.id == AttemptStep.attempt_id)
+            .where(Attempt.job_id.in_(job_ids))
+            .order_by(AttemptStep.attempt_id, AttemptStep.position)
         ):
-            attempts[attempt.job_id].append(attempt)
+            steps[step.attempt_id].append(
+                StepDetail(
+                    step_id=step.step_id,
+                    name=step.name,
+                    state=step.state,
+                    conclusion=step.conclusion,
+                    exit_code=step.exit_code,
+                    status_reason=step.status_reason,
+                    started_at=step.started_at,
+                    completed_at=step.completed_at,
+                )
+            )
+        for attempt in attempt_rows:
+            attempts[attempt.job_id].append(
+                AttemptDetail(
+                    id=attempt.id,
+                    number=attempt.number,
+                    state=attempt.state,
+                    conclusion=attempt.conclusion,
+                    status_reason=attempt.status_reason,
+                    claimed_at=attempt.claimed_at,
+                    started_at=attempt.started_at,
+                    completed_at=attempt.completed_at,
+                    cancel_requested=attempt.cancel_requested_at is not None,
+                    steps=tuple(steps[attempt.id]),
+                )
+            )
     # Each job's entry of the plan, as Job.definition() reads it, with one look at the plan.
     plan_jobs: list[dict[str, Any]] = run.plan["jobs"] if jobs else []
     details = []
@@ -177,21 +219,7 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
                 queued_at=job.queued_at,
                 started_at=job.started_at,
                 completed_at=job.completed_at,
-                attempts=tuple(
-                    AttemptDetail(
-                        id=attempt.id,
-                        number=attempt.number,
-                        state=attempt.state,
-                        conclusion=attempt.conclusion,
-                        status_reason=attempt.status_reason,
-                        claimed_at=attempt.claimed_at,
-                        started_at=attempt.started_at,
-                        completed_at=attempt.completed_at,
-                        cancel_requested=attempt.cancel_requested_at is not None,
-                        steps=tuple(_step(step) for step in attempt.steps),
-                    )
-                    for attempt in attempts[job.id]
-                ),
+                attempts=tuple(attempts[job.id]),
                 planned_steps=_planned_steps(plan_jobs[job.position]),
             )
         )
