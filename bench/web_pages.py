@@ -7,9 +7,10 @@ The goal (issue #8): the run page and the first log page are each served in unde
 Set-up, all through the core's use cases: a repository ``bench/app`` with a workflow of the
 largest run a workflow may expand to (256 jobs, 4 steps each), dispatched by its owner::
 
-    prepare ─► build (4x4 matrix) ─┬─► test (4 arches x 56 shards) ─► report ─┐
-    lint ─────────────────────────┼─► docs ───────────────────────────────────┼─► publish
-                                  └─► package (11 targets) ───────────────────┘
+    prepare ─► build (4 os x 4 arch) ─┬─► test (4 arch x 56 shards) ─► report ─┐
+                                      ├─► docs ────────────────────────────────┤
+                                      └─► package (11 targets) ────────────────┼─► publish
+    lint ──────────────────────────────────────────────────────────────────────┘
 
 ``needs`` of a matrix job waits for every leg, so the graph has about 4,000 edges. A provider
 with the amd64 and arm64 labels claims and runs jobs through the coordinator as a runner would
@@ -18,7 +19,9 @@ fail), 10 are running, the rest wait: riscv64 tests for a label no provider has,
 a paused provider, the other queued jobs for a provider; report and publish wait for needs. One
 failed test's attempt holds the 64 MiB log, stored through ``Coordinator.log`` in 2,048 records
 of 32 KiB (the runner's chunk: ``worker.runner.uploader.CHUNK_CHARACTERS`` of ASCII text),
-which takes a minute or so; the cap (``log_cap_bytes``, 64 MiB) is reached exactly.
+masked and acknowledged one by one; the cap (``log_cap_bytes``, 64 MiB) is reached exactly.
+Nothing is inserted behind the use cases' back; the set-up takes about a minute on SQLite and
+two on PostgreSQL.
 
 Then ``forge-ci web`` (gunicorn, as in production; ``--dev`` for werkzeug's threaded server)
 serves the database on a free port of 127.0.0.1, a reader signs in through the login form, and
