@@ -32,8 +32,10 @@ one client measures the wall time of ``-n`` sequential requests (after a warm-up
 - the job page of the 64 MiB log, ``.../pipelines/1/jobs/<job>``;
 - the first log page, ``.../attempts/<attempt>/logs`` and one from the middle (``?after=``).
 
-Prints min, median, p95 and max per request with p95 as a multiple of the 200 ms goal, and the
-size of each response (on a shared machine, min shows what the page costs without neighbours).
+Prints min, median, p95 and max per request with p95 as a multiple of the 200 ms goal, the
+server's CPU time per request (its processes' user + system time from /proc, so Linux only) and
+the size of each response. On a shared machine wall times include waiting for a CPU; the
+minimum and the server's CPU time show what a page costs without neighbours.
 SQLite always; PostgreSQL when FORGE_CI_BENCH_POSTGRES_URL (or FORGE_CI_TEST_POSTGRES_URL) is
 set. Figures only: nothing here asserts a time.
 """
@@ -438,17 +440,36 @@ class Client:
         self.conn.close()
 
 
-def measure(client: Client, path: str, count: int) -> tuple[list[float], int]:
+def server_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of the server and its workers so far, from /proc (Linux)."""
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue  # a process that has just ended
+    return total
+
+
+def measure(client: Client, server: int, path: str, count: int) -> tuple[list[float], float, int]:
+    """Sorted wall times (ms), the server's CPU time per request (ms) and the response size."""
     for _ in range(WARM_UP):
         client.request("GET", path)
     times = []
     size = 0
+    cpu = server_cpu_seconds(server)
     for _ in range(count):
         status, data, elapsed, _ = client.request("GET", path)
         assert status == 200, f"GET {path}: {status}"
         times.append(elapsed * 1000)
         size = len(data)
-    return sorted(times), size
+    cpu = (server_cpu_seconds(server) - cpu) * 1000 / count
+    return sorted(times), cpu, size
 
 
 def run(kind: str, count: int, dev: bool) -> None:
@@ -471,12 +492,12 @@ def run(kind: str, count: int, dev: bool) -> None:
             client = Client(port)
             client.sign_in(READER, PASSWORD)
             for label, path in paths:
-                times, size = measure(client, path, count)
+                times, cpu, size = measure(client, server.pid, path, count)
                 p95 = times[math.ceil(len(times) * 0.95) - 1]
                 print(
                     f"  {label:<16} min {times[0]:6.1f}  median {statistics.median(times):6.1f}  "
-                    f"p95 {p95:6.1f}  max {times[-1]:6.1f} ms  "
-                    f"p95/goal {p95 / GOAL_MS:5.2f}  {size / 1024:7.0f} KiB"
+                    f"p95 {p95:6.1f}  max {times[-1]:6.1f} ms  p95/goal {p95 / GOAL_MS:4.2f}  "
+                    f"server CPU {cpu:5.1f} ms  {size / 1024:5.0f} KiB"
                 )
             client.close()
         finally:
