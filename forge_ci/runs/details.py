@@ -7,9 +7,10 @@ Jobs that no provider has claimed yet show the steps of their plan as ``pending`
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from threading import Lock
 from typing import Any
 
 from sqlalchemy import select
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.authz import Actor, Role
-from forge_ci.models import Attempt, AttemptStep, Job, JobDependency
+from forge_ci.models import Attempt, AttemptStep, Job, JobDependency, Run
 from forge_ci.repos import find_repository
 from forge_ci.runs.queries import RunView, find_run, run_view
 
@@ -112,6 +113,30 @@ def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
     return tuple(steps)
 
 
+#: Planned steps by (run id, plan digest), most recent last. A run's plan never changes (a
+#: database trigger refuses it), and decoding a large plan (hundreds of KB for 256 jobs) was the
+#: largest single cost of every run page view and every poll of it.
+_PLANNED: OrderedDict[tuple[int, str], tuple[tuple[StepDetail, ...], ...]] = OrderedDict()
+_PLANNED_SIZE = 64
+_PLANNED_LOCK = Lock()
+
+
+def _planned_by_position(run: Run) -> tuple[tuple[StepDetail, ...], ...]:
+    """Each plan entry's steps as ``pending``; the plan is read only on a cache miss."""
+    key = (run.id, run.plan_digest)
+    with _PLANNED_LOCK:
+        found = _PLANNED.get(key)
+        if found is not None:
+            _PLANNED.move_to_end(key)
+            return found
+    planned = tuple(_planned_steps(plan_job) for plan_job in run.plan["jobs"])
+    with _PLANNED_LOCK:
+        _PLANNED[key] = planned
+        while len(_PLANNED) > _PLANNED_SIZE:
+            _PLANNED.popitem(last=False)
+    return planned
+
+
 def run_details(session: Session, actor: Actor, full_name: str, number: int) -> RunDetails:
     """Run ``number`` of ``full_name`` with everything its page shows (readers may look)."""
     repository = find_repository(session, actor, full_name, Role.READ)
@@ -198,8 +223,8 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
                     steps=tuple(steps[attempt.id]),
                 )
             )
-    # Each job's entry of the plan, as Job.definition() reads it, with one look at the plan.
-    plan_jobs: list[dict[str, Any]] = run.plan["jobs"] if jobs else []
+    # Each job's entry of the plan, as Job.definition() reads it.
+    planned = _planned_by_position(run) if jobs else ()
     details = []
     for job in jobs:
         details.append(
@@ -220,7 +245,7 @@ def run_details(session: Session, actor: Actor, full_name: str, number: int) -> 
                 started_at=job.started_at,
                 completed_at=job.completed_at,
                 attempts=tuple(attempts[job.id]),
-                planned_steps=_planned_steps(plan_jobs[job.position]),
+                planned_steps=planned[job.position],
             )
         )
     return RunDetails(run_view(session, repository, run, jobs), tuple(details))

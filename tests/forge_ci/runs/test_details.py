@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from sqlalchemy import event
 
 from forge_ci.errors import InvalidInput, NotFound
 from forge_ci.runs.choices import dispatch_choices
@@ -29,6 +32,33 @@ def test_details_carry_jobs_edges_timing_and_planned_steps(forge: Forge) -> None
     forge.finish(run, "test")
     details = run_details(forge.session, forge.people["dave"], "alice/demo", run.number)
     assert details.is_terminal and all(j.conclusion == "success" for j in details.jobs)
+
+
+def test_the_plan_is_read_once_per_run_not_per_view(forge: Forge) -> None:
+    forge.commit({CI: TWO_JOBS})
+    number = forge.dispatch().number
+    forge.session.commit()
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement)
+
+    engine = forge.session.get_bind()
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        views = [
+            run_details(forge.session, forge.people["dave"], "alice/demo", number) for _ in range(3)
+        ]
+        forge.session.rollback()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    plan_reads = [s for s in statements if re.search(r'runs\.("plan"|plan\b)', s)]
+    assert len(plan_reads) <= 1, plan_reads  # none when an earlier test had the same plan
+    assert views[0].jobs[0].steps == views[2].jobs[0].steps
+    # Another plan is another entry: a different run never gets these steps.
+    forge.commit({CI: workflow(job("other"))})
+    other = run_details(forge.session, forge.people["dave"], "alice/demo", forge.dispatch().number)
+    assert [j.key for j in other.jobs] == ["other"]
 
 
 def test_details_are_for_readers_only(forge: Forge) -> None:
