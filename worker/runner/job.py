@@ -256,19 +256,11 @@ class JobRunner:
         steps = self.assignment.steps
         if not any(step.uses == CHECKOUT for step in steps) and self.assignment.source_archive_path:
             try:
-                extracted = check_out(
-                    self.client,
-                    self.assignment.source_archive_path,
-                    self.execution_id,
-                    self.layout.workspace,
-                    self.watchdog,
-                    self._interrupted,
-                )
+                self._check_out("")
             except CheckoutError as exc:
                 self.note("", str(exc))
                 self.failed = True
                 return {}
-            self._checked_out("", extracted.files, extracted.bytes)
         for number, step in enumerate(steps, start=1):
             if self.watchdog.stopped.is_set():
                 break
@@ -278,9 +270,23 @@ class JobRunner:
             return {}
         return self._job_outputs()
 
-    def _checked_out(self, step_id: str, files: int, size: int) -> None:
+    def _check_out(self, step_id: str) -> None:
+        """Fetch and extract the pinned commit into the workspace, and say so in the log."""
+        assert self.layout is not None
+        extracted = check_out(
+            self.client,
+            self.assignment.source_archive_path,
+            self.execution_id,
+            self.layout.workspace,
+            self.watchdog,
+            self._interrupted,
+        )
         sha = str(self.assignment.contexts["github"].get("sha", ""))
-        self.uploader.write(step_id, "stdout", f"Checked out {sha}: {files} files, {size} bytes\n")
+        self.uploader.write(
+            step_id,
+            "stdout",
+            f"Checked out {sha}: {extracted.files} files, {extracted.bytes} bytes\n",
+        )
 
     def _record(
         self,
@@ -359,19 +365,10 @@ class JobRunner:
             self._record(step, outcome, conclusion, exit_code, outputs)
 
     def _checkout_step(self, step: AssignmentStep) -> None:
-        assert self.layout is not None
         try:
-            extracted = check_out(
-                self.client,
-                self.assignment.source_archive_path,
-                self.execution_id,
-                self.layout.workspace,
-                self.watchdog,
-                self._interrupted,
-            )
+            self._check_out(step.id)
         except CheckoutError as exc:
             raise StepFailed(str(exc)) from None
-        self._checked_out(step.id, extracted.files, extracted.bytes)
 
     def _directory(self, relative: str) -> str:
         assert self.layout is not None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -19,9 +18,7 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from forge_ci.errors import Unavailable
 from forge_ci.protocol import RUNNER_API_SOCKET, RUNNER_WORKSPACE
-from tests.conftest import need
 from tests.worker.runner.conftest import REPO_ROOT, Executable, Forge, workflow
 from worker.provider.containers import DockerDriver, JobContainerSpec
 from worker.provider.socket_dirs import (
@@ -35,14 +32,7 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def runner_image() -> str:
-    if shutil.which("docker") is None:
-        need("Docker engine not reachable: the docker CLI is not installed")
-    try:
-        with DockerDriver("probe") as engine:
-            engine.ping()
-    except Unavailable as exc:
-        need(f"Docker engine not reachable: {exc} (start one with deploy/start-dockerd)")
+def runner_image(docker_engine: None) -> str:
     tag = os.environ.get("FORGE_CI_RUNNER_IMAGE") or "forge-ci-runner:latest"
     done = subprocess.run(
         [str(REPO_ROOT / "deploy" / "build-runner-image")],
