@@ -1,16 +1,33 @@
 """Database engines and sessions, created per process (after any fork).
 
-SQLite (the default) runs in WAL mode with foreign keys on and a busy timeout, and SQLAlchemy's
-implicit transactions are replaced by explicit ``BEGIN`` so that writers that must be serialized
-(claims, run numbering) can ask for ``BEGIN IMMEDIATE`` with :func:`begin_write`. PostgreSQL is
+SQLite (the default) runs in WAL mode with foreign keys on and a busy timeout. PostgreSQL is
 reached with psycopg 3 through ``FORGE_CI_DATABASE_URL``.
+
+**Sessions are writers unless they say they only read.** In WAL mode a deferred SQLite
+transaction that reads, and then writes after another connection committed, is refused at once
+with "database is locked" (a snapshot conflict: the busy timeout does not apply, because waiting
+could never help). A running forge always has some process committing (the worker, the lease
+sweeper, log ingestion), so every transaction that may write must take the write lock before its
+first read. Hence:
+
+======================  ==================================  =================================
+session                 SQLite                              PostgreSQL
+======================  ==================================  =================================
+``session()``           ``BEGIN IMMEDIATE`` (waits for the  ordinary transaction (row locks
+                        lock up to the busy timeout)        where use cases need them)
+``session(read_only)``  ``BEGIN`` + ``PRAGMA query_only``   ``READ ONLY`` transaction
+======================  ==================================  =================================
+
+A read-only session that tries to write fails loudly on both databases instead of racing, so
+the rule cannot be broken quietly. A writer should not hold its transaction across anything
+slow (git, the network): commit or roll back first, since it blocks every other writer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
@@ -21,6 +38,16 @@ from forge_ci.errors import ConfigurationError, Unavailable
 from forge_ci.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+#: Execution options read by the SQLite "begin" listener.
+_READ_ONLY = "forge_ci_read_only"
+_WRITE = "forge_ci_write"
+
+
+class SessionScope(Protocol):
+    """What use cases that open their own transactions take: ``Database.session``."""
+
+    def __call__(self, *, read_only: bool = False) -> AbstractContextManager[Session]: ...
 
 
 def normalize_url(url: str) -> str:
@@ -63,8 +90,14 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get("forge_ci_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = conn.get_execution_options()
+        read_only = bool(options.get(_READ_ONLY)) and not options.get(_WRITE)
+        # query_only is a property of the connection, which the pool hands to readers and
+        # writers in turn: set it whenever it must change.
+        if conn.info.get(_READ_ONLY, False) != read_only:
+            conn.exec_driver_sql(f"PRAGMA query_only={'ON' if read_only else 'OFF'}")
+            conn.info[_READ_ONLY] = read_only
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def is_sqlite(session_or_engine: Session | Engine) -> bool:
@@ -76,16 +109,38 @@ def is_sqlite(session_or_engine: Session | Engine) -> bool:
     return bind.dialect.name == "sqlite"
 
 
-def begin_write(session: Session) -> None:
-    """Start the session's transaction as a serialized writer.
+def reader(engine: Engine) -> Engine:
+    """``engine`` for connections that only read (see the module docstring)."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(postgresql_readonly=True)
+    return engine.execution_options(**{_READ_ONLY: True})
 
-    On SQLite this is ``BEGIN IMMEDIATE`` (the write lock is taken now, so two writers never
-    both read-then-write); on PostgreSQL it is a no-op and callers use row locks. Must be called
-    before the session's first statement.
+
+def begin_read(session: Session) -> None:
+    """Start the session's transaction as a reader (deferred, refusing writes), now.
+
+    For a use case's long reading phase (git, parsing) in a writing session, so that it does not
+    hold the write lock meanwhile. Must be called before the transaction's first statement.
+    """
+    if session.in_transaction():
+        raise RuntimeError("begin_read() must be called before the first statement")
+    postgresql = session.get_bind().dialect.name == "postgresql"
+    session.connection(
+        execution_options={_READ_ONLY: True, _WRITE: False, "postgresql_readonly": postgresql}
+    )
+
+
+def begin_write(session: Session) -> None:
+    """Start the session's transaction as a serialized writer, now.
+
+    Every transaction of a writing session is one already (see the module docstring); this
+    makes the point at which the lock is taken explicit, and turns a transaction of a read-only
+    session into a writer. On SQLite this is ``BEGIN IMMEDIATE``; on PostgreSQL callers use row
+    locks. Must be called before the transaction's first statement.
     """
     if session.in_transaction():
         raise RuntimeError("begin_write() must be called before the first statement")
-    session.connection(execution_options={"forge_ci_write": True})
+    session.connection(execution_options={_WRITE: True, "postgresql_readonly": False})
 
 
 @contextmanager
@@ -109,11 +164,16 @@ class Database:
         self.url = normalize_url(settings.database_url)
         self.engine = create_db_engine(self.url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.read_sessions = sessionmaker(reader(self.engine), expire_on_commit=False)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A session that rolls back whatever was not committed when the block ends."""
-        session = self.sessions()
+    def session(self, *, read_only: bool = False) -> Iterator[Session]:
+        """A session that rolls back whatever was not committed when the block ends.
+
+        Its transactions are writers unless ``read_only`` (see the module docstring): pass it
+        wherever the block only reads, so that it neither waits for nor blocks writers.
+        """
+        session = (self.read_sessions if read_only else self.sessions)()
         try:
             yield session
         except BaseException:

@@ -65,7 +65,7 @@ class GitServerInterface(paramiko.ServerInterface):  # type: ignore[misc]  # unt
         # be checked: once the database is unreachable every key would fail as "Permission
         # denied (publickey)", which sends people hunting for a key problem.
         try:
-            with self.database.session() as session:
+            with self.database.session(read_only=True) as session:
                 session.connection()
         except SQLAlchemyError as exc:
             log.warning("database unavailable during SSH authentication: %s", exc)
@@ -96,7 +96,7 @@ class GitServerInterface(paramiko.ServerInterface):  # type: ignore[misc]  # unt
         if username != LOGIN_NAME:
             return AUTH_FAILED
         try:
-            with self.database.session() as session:
+            with self.database.session(read_only=True) as session:
                 user = user_for_key_blob(session, key.asbytes())
                 found = Pusher(user.id, user.name) if user is not None else None
         except SQLAlchemyError as exc:

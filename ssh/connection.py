@@ -136,7 +136,7 @@ def run_request(
     try:
         command = parse_command(interface.command)
         actor = Actor(user_id=pusher.user_id, name=pusher.name)
-        with unavailable_on_failure(), ctx.database.session() as session:
+        with unavailable_on_failure(), ctx.database.session(read_only=True) as session:
             repository = find_repository(session, actor, command.full_name, command.needed_role)
             repository_id, full_name = repository.id, repository.full_name
         log.info("%s: %s %s", pusher.name, command.service, full_name)

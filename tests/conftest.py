@@ -139,8 +139,12 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
     engine = create_db_engine(f"sqlite:///{path}")
     upgrade(engine)
-    with engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    # Outside any transaction: a checkpoint cannot run inside one.
+    connection = engine.raw_connection()
+    try:
+        connection.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[union-attr]
+    finally:
+        connection.close()
     engine.dispose()
     return path
 

@@ -1,22 +1,24 @@
 """One database session per request, from the core's :class:`forge_ci.db.Database`.
 
-The web uses the same engine rules as every other process (SQLite WAL and ``BEGIN IMMEDIATE``
-writers through :func:`forge_ci.db.begin_write`, psycopg 3 on PostgreSQL) and passes the
+The web uses the same engine rules as every other process (:mod:`forge_ci.db`) and passes the
 session to the core's use cases, exactly like the CLI does. The session is opened on first use
 in a request and closed when the request ends; whatever a view did not commit is rolled back.
+Requests that must not change anything (GET, HEAD, OPTIONS) get a read-only session, which
+neither waits for nor blocks writers; every other request's session is a writer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import Flask, current_app, g
+from flask import Flask, current_app, g, request
 from sqlalchemy.orm import Session
 
 from forge_ci.db import Database
 from forge_ci.settings import Settings
 
 EXTENSION = "forge_ci"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,12 @@ def settings() -> Settings:
 
 
 def db() -> Session:
-    """This request's session (opened on first use)."""
+    """This request's session (opened on first use; read-only for safe methods)."""
     session: Session | None = g.get("db_session")
     if session is None:
-        session = state().database.sessions()
+        database = state().database
+        factory = database.read_sessions if request.method in SAFE_METHODS else database.sessions
+        session = factory()
         g.db_session = session
     return session
 

@@ -67,7 +67,8 @@ def process_push_event(event_id: int) -> EventOutcome | Retry:
     """
     database, settings = process_database()
     try:
-        with unavailable_on_failure(), database.session() as session:
+        # Read-only: its writes are serialized transactions of their own (begin_write).
+        with unavailable_on_failure(), database.session(read_only=True) as session:
             outcome = process_event(session, settings, event_id)
     except (RepositoryBusy, Unavailable) as exc:
         log.warning("push event %s: %s; retrying in %s s", event_id, exc, RETRY_SECONDS)

@@ -54,7 +54,7 @@ class _Worker(Worker):
 
 def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
     """Settle what crashes left behind, then enqueue every confirmed event; return those ids."""
-    with database.session() as session:
+    with database.session(read_only=True) as session:
         repository_ids = repositories_with_open_events(session)
     for repository_id in repository_ids:
         try:
@@ -67,7 +67,7 @@ def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
             continue
         except ForgeCIError as exc:  # NeedsInspection above all: an operator must look
             log.error("repository #%s: %s", repository_id, exc.message)
-    with database.session() as session:
+    with database.session(read_only=True) as session:
         ids = confirmed_event_ids(session)
     if ids:
         queue.enqueue_push_events(ids)

@@ -55,7 +55,7 @@ def user_list(as_json: bool) -> None:
     """List users."""
     from forge_ci.accounts import list_users
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         rows = [
             {
                 "name": u.name,
@@ -97,7 +97,7 @@ def key_list(user_name: str | None, as_json: bool) -> None:
     """List keys (of USER, or of everyone)."""
     from forge_ci.accounts import list_keys
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         rows = [k.as_dict() for k in list_keys(session, Actor.operator(), user_name)]
     if as_json:
         echo_json(rows)

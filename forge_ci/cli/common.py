@@ -52,15 +52,18 @@ def settings() -> Settings:
 
 
 @contextmanager
-def session_scope(check_schema: bool = True) -> Iterator[Session]:
-    """A session on a checked database; commits on success, rolls back on error."""
+def session_scope(check_schema: bool = True, *, read_only: bool = False) -> Iterator[Session]:
+    """A session on a checked database; commits on success, rolls back on error.
+
+    ``read_only`` for commands that only show: they neither wait for nor block writers.
+    """
     from forge_ci.db import Database
 
     database = Database(settings())
     try:
         if check_schema:
             database.require_current_schema()
-        with database.session() as session:
+        with database.session(read_only=read_only) as session:
             yield session
             session.commit()
     finally:

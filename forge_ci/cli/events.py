@@ -20,7 +20,7 @@ def events_list(full_name: str, as_json: bool) -> None:
     """List the push events of OWNER/NAME, oldest first."""
     from forge_ci.pushes.events import list_push_events
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         rows = [e.as_dict() for e in list_push_events(session, Actor.operator(), full_name)]
     if as_json:
         echo_json(rows)
@@ -39,7 +39,7 @@ def events_show(full_name: str, event_id: int, as_json: bool) -> None:
     """Show push event ID of OWNER/NAME and what each workflow file did with it."""
     from forge_ci.runs.queries import show_push_event
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         data = show_push_event(session, Actor.operator(), full_name, event_id).as_dict()
     if as_json:
         echo_json(data)

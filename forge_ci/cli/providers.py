@@ -95,7 +95,7 @@ def provider_list(as_json: bool) -> None:
     """List providers with their state, labels and scope."""
     from forge_ci.coordinator.providers import list_providers
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         rows = [info.as_dict() for info in list_providers(session, Actor.operator())]
     if as_json:
         echo_json(rows)

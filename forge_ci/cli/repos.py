@@ -34,7 +34,7 @@ def repo_list(as_json: bool) -> None:
     """List repositories."""
     from forge_ci.repos import list_repositories
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         rows = [r.as_dict() for r in list_repositories(session, Actor.operator())]
     if as_json:
         echo_json(rows)

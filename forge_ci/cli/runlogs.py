@@ -16,13 +16,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 
 import click
-from sqlalchemy.orm import Session
 
 from forge_ci.authz import Actor
 from forge_ci.cli.common import settings
+from forge_ci.db import SessionScope
 
 EXIT_UNSUCCESSFUL = 1
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -52,7 +51,7 @@ class LogPrinter:
 
 
 def follow_logs(
-    database_session: Callable[[], AbstractContextManager[Session]],
+    database_session: SessionScope,
     actor: Actor,
     full_name: str,
     number: int,
@@ -67,7 +66,7 @@ def follow_logs(
     cursors: dict[int, int] = {}
     complete: set[int] = set()
     while True:
-        with database_session() as session:
+        with database_session(read_only=True) as session:
             view = run_attempts(session, actor, full_name, number)
             keys: dict[str, int] = {}
             for attempt in view.attempts:

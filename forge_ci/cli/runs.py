@@ -24,7 +24,7 @@ def run_list(full_name: str, limit: int, as_json: bool) -> None:
     """List the runs of OWNER/NAME, newest first."""
     from forge_ci.runs.queries import list_runs
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         rows = [
             view.as_dict(with_jobs=False)
             for view in list_runs(session, Actor.operator(), full_name, limit)
@@ -49,7 +49,7 @@ def run_show(full_name: str, number: int, as_json: bool) -> None:
     """Show run NUMBER of OWNER/NAME with its jobs."""
     from forge_ci.runs.queries import show_run
 
-    with session_scope() as session:
+    with session_scope(read_only=True) as session:
         data = show_run(session, Actor.operator(), full_name, number).as_dict()
     if as_json:
         echo_json(data)

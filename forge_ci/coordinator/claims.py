@@ -30,7 +30,7 @@ import fcntl
 import os
 import random
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,7 +48,7 @@ from forge_ci.coordinator.errors import ClaimConflict
 from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
 from forge_ci.coordinator.logs import MASKERS
 from forge_ci.coordinator.providers import authenticate_provider, normalize_job_labels
-from forge_ci.db import begin_write, is_sqlite
+from forge_ci.db import SessionScope, begin_write, is_sqlite
 from forge_ci.models import (
     Attempt,
     AttemptStep,
@@ -507,7 +507,7 @@ def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
 
 
 def claim(
-    sessions: Callable[[], AbstractContextManager[Session]],
+    sessions: SessionScope,
     token: str | None,
     request: ClaimRequest,
     source: secrets.SecretSource | None = None,
@@ -524,7 +524,7 @@ def claim(
     one of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
     """
     source = source or secrets.NoSecretStore()
-    with sessions() as session:
+    with sessions(read_only=True) as session:
         sqlite = is_sqlite(session)
         # SQLite has one writer at a time: answer empty polls without asking for the lock.
         nothing = sqlite and _nothing_to_claim(session, token, request, clock())

@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -25,7 +24,7 @@ from sqlalchemy.orm import Session
 from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
-from forge_ci.db import begin_write
+from forge_ci.db import SessionScope, begin_write
 from forge_ci.errors import ForgeCIError
 from forge_ci.models import Attempt, utcnow
 from forge_ci.protocol import (
@@ -70,7 +69,7 @@ class Coordinator:
 
     def __init__(
         self,
-        sessions: Callable[[], AbstractContextManager[Session]],
+        sessions: SessionScope,
         settings: Settings,
         *,
         wakeups: WakeupListener | None = None,
@@ -115,7 +114,7 @@ class Coordinator:
         )
 
     def _signature(self) -> object:
-        with self.sessions() as session:
+        with self.sessions(read_only=True) as session:
             signature = queue_signature(session)
             session.rollback()
             return signature

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import datetime
 
 from sqlalchemy import select
@@ -25,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.coordinator.attempts import reconcile
-from forge_ci.db import begin_write, is_sqlite
+from forge_ci.db import SessionScope, begin_write, is_sqlite
 from forge_ci.models import Attempt, Job, utcnow
 
 INTERVAL_SECONDS = 2.0
@@ -74,7 +73,7 @@ class Sweeper:
 
     def __init__(
         self,
-        sessions: Callable[[], AbstractContextManager[Session]],
+        sessions: SessionScope,
         interval: float = INTERVAL_SECONDS,
         limit: int = BATCH,
         clock: Callable[[], datetime] = utcnow,

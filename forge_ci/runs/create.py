@@ -32,7 +32,7 @@ from forge_ci.runs.numbering import next_run_number
 from forge_ci.runs.pins import create_pin, delete_pin
 from forge_ci.runs.scheduling import admit_run, reuse_result
 from forge_ci.runs.sources import git_repository
-from forge_ci.runs.transactions import begin_serialized
+from forge_ci.runs.transactions import begin_serialized, end_transaction
 from forge_ci.settings import Settings
 
 
@@ -167,7 +167,9 @@ def creating_runs(
     repository_id = repository.id
     git = git_repository(settings, repository)
     timeout = settings.repo_lock_timeout if lock_timeout is None else lock_timeout
-    with repository_lock(settings.locks_dir, repository_id, repository.full_name, timeout):
+    full_name = repository.full_name
+    end_transaction(session)  # the lookups' transaction must not wait for the lock (lock order)
+    with repository_lock(settings.locks_dir, repository_id, full_name, timeout):
         begin_serialized(session)
         creation = RunCreation(session, repository_id, git)
         try:

@@ -53,7 +53,7 @@ from forge_ci.runs.sources import (
     list_workflow_files,
     read_workflow_file,
 )
-from forge_ci.runs.transactions import begin_serialized
+from forge_ci.runs.transactions import begin_reading, begin_serialized
 from forge_ci.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ def process_push_event(session: Session, settings: Settings, event_id: int) -> E
     Raises RepositoryBusy or Unavailable (and SQLAlchemy's connection errors) for trouble that
     a retry may clear; everything else is recorded on the event.
     """
+    begin_reading(session)  # git and parsing hold no write lock; writes serialize on their own
     event = session.get(PushEvent, event_id)
     if event is None:
         return EventOutcome(event_id, None, "no such push event")
@@ -231,6 +232,7 @@ def _process_file(
     path: str,
 ) -> None:
     event_id = context.event.id
+    begin_reading(session)
     if _recorded(session, event_id, path):
         return
     decision = _decide_file(git, context, path)

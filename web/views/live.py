@@ -146,7 +146,7 @@ def log_text(owner: str, name: str, number: int, attempt_id: int) -> Response:
     def chunks() -> Iterator[str]:
         cursor = 0
         while True:
-            with database.session() as session:
+            with database.session(read_only=True) as session:
                 page = read_log_page(session, actor, full_name, number, attempt_id, cursor)
             for record in page.records:
                 yield record.text

@@ -20,7 +20,7 @@ from tests.forge_ci.coordinator.world import OPERATOR, World, plan_job
 
 def _blockers(world: World, run_id: int, actor: Actor | None = None) -> dict[str, str]:
     number = world.run(run_id).number
-    with world.session() as session:
+    with world.session(read_only=True) as session:
         if actor is None:
             user = session.scalar(select(User).where(User.name == "alice"))
             assert user is not None

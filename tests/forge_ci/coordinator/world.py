@@ -139,8 +139,8 @@ class World:
             **kwargs,
         )
 
-    def session(self) -> Any:
-        return self.database.session()
+    def session(self, *, read_only: bool = False) -> Any:
+        return self.database.session(read_only=read_only)
 
     def user_id(self, name: str) -> int:
         with self.session() as session:
@@ -302,14 +302,14 @@ class World:
             return job
 
     def jobs_of(self, run_id: int) -> list[Job]:
-        with self.session() as session:
+        with self.session(read_only=True) as session:
             jobs = list(session.scalars(select(Job).where(Job.run_id == run_id).order_by(Job.id)))
             for job in jobs:
                 session.expunge(job)
             return jobs
 
     def run(self, run_id: int) -> Run:
-        with self.session() as session:
+        with self.session(read_only=True) as session:
             run = session.get(Run, run_id)
             assert run is not None
             session.expunge(run)
