@@ -32,8 +32,25 @@ masker never emits a suffix that could still grow into a match; it keeps it as *
 The pending text is the longest suffix that is a proper prefix of some pattern, so it is shorter
 than the longest pattern (no quadratic chains of overlaps). A match that started in emitted
 text and runs into the pending text is remembered as ``covered`` (that many leading pending
-characters are already inside a mask). When the stream ends, a non-empty pending text is masked
-whole: an unfinished prefix of a secret is still secret.
+characters are already inside a mask).
+
+The end of a stream (:meth:`Masker.finish`; :meth:`Masker.mask_text` for a whole text such as a
+job output). The pending text is then an *unresolved tail*: it never grew into a match. The
+rule:
+
+- a tail of :data:`MIN_TAIL_BYTES` (8) UTF-8 bytes or more is masked whole: a long unfinished
+  prefix of a secret is still secret (a job cut off while printing one);
+- a shorter tail is released like any other text (every occurrence of a pattern inside it is
+  still masked, and what is covered stays covered). A prefix of 1-7 bytes of a value is not a
+  secret (of the 32-byte attempt credential it is 4-28 bits of 256), while masking it corrupts
+  ordinary output: a job output ``1`` or a last line ``tidy-v1`` ends with the first
+  character of the credential one time in 16. 8 bytes is the threshold of
+  :data:`MIN_LINE_BYTES` and GitLab's minimum masked-variable length. In the middle of a stream
+  a withheld prefix that does not continue into a match is released whatever its length.
+
+The server ends streams without the credential too (a lost lease, a timeout), when the sealed
+pending text cannot be read; so each persisted carry keeps beside it what the stream would end
+with (:meth:`Masker.finish`: the mask, or a short tail that the rule does not count as secret).
 
 Why the output never contains a pattern: the mask character is chosen so that no pattern
 contains it; so a pattern could only appear inside text between two masks, which is a piece of
@@ -59,6 +76,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 #: Lines of a multi-line value shorter than this (in UTF-8 bytes) are not masked on their own:
 #: short lines (``{``, ``}``, ``-----END``) would mask ordinary output.
 MIN_LINE_BYTES = 8
+#: An unresolved tail at the end of a stream is masked when it has at least this many UTF-8 bytes,
+#: and released when shorter (see the module docstring).
+MIN_TAIL_BYTES = 8
 MASK_REPEAT = 3
 #: Mask characters in order of preference; the first one no pattern contains is used.
 _MASK_CANDIDATES = "*#~\u2022\u2588\u25a0"
@@ -214,6 +234,23 @@ class Masker:
 
     def feed(self, carry: Carry, chunk: str) -> tuple[str, Carry]:
         """Mask ``chunk`` after ``carry``; return the text safe to store and the new carry."""
+        return self._scan(carry, chunk, final=False)
+
+    def finish(self, carry: Carry) -> str:
+        """The end of a stream: what the pending text of ``carry`` becomes.
+
+        An unresolved tail of :data:`MIN_TAIL_BYTES` or more is one mask; a shorter one is
+        released, masked like any text (a short pattern may lie inside it), less its covered
+        start. Pending text entirely inside a match whose mask was already emitted is dropped.
+        """
+        if not carry.pending or carry.covered >= len(carry.pending):
+            return ""
+        if len(_utf8(carry.pending)) >= MIN_TAIL_BYTES:
+            return self.mask
+        return self._scan(carry, "", final=True)[0]
+
+    def _scan(self, carry: Carry, chunk: str, *, final: bool) -> tuple[str, Carry]:
+        """Mask ``carry.pending + chunk``, withholding a possible prefix unless ``final``."""
         if self._automaton is None:
             return carry.pending + chunk, EMPTY
         text = carry.pending + chunk
@@ -225,7 +262,7 @@ class Masker:
             intervals = [(start, end) for _, start, end in found]
         if covered_in:
             intervals.append((0, covered_in))
-        cut = self._hold_start(data)
+        cut = len(data) if final else self._hold_start(data)
         withheld = data[cut:]
         pending = _text(withheld)
         if not intervals:
@@ -248,16 +285,6 @@ class Masker:
         pieces.append(data[position:cut])
         covered_chars = len(_text(withheld[:covered])) if covered else 0
         return _text(b"".join(pieces)), Carry(pending, covered_chars)
-
-    def finish(self, carry: Carry) -> str:
-        """The end of a stream: an unresolved pending prefix is masked whole.
-
-        Pending text that lies entirely inside a match whose mask was already emitted is
-        simply dropped.
-        """
-        if not carry.pending or carry.covered >= len(carry.pending):
-            return ""
-        return self.mask
 
     def _may_match(self, data: bytes) -> bool:
         """False only when no pattern occurs in ``data``: the detectors found nothing.
@@ -371,7 +398,8 @@ class MaskerCache:
 # Pending text may be the start of a secret, so it is stored encrypted under a key derived from
 # the attempt credential, which the server never stores: only a request that presents the
 # credential (the next chunk, the completion) can read it back. Termination without the
-# credential (a lost lease, a timeout) does not need to: a pending text is masked whole.
+# credential (a lost lease, a timeout) does not need to: it stores what Masker.finish gave when
+# the carry was sealed (kept beside it: the mask, or a tail too short to count as secret).
 
 
 def _key(credential: str) -> bytes:

@@ -8,7 +8,9 @@ Upload rules (sequences are per attempt, from 1, across every step and stream)::
 
 Before anything is stored, the attempt credential and every value issued to the attempt are
 masked (:mod:`forge_ci.masking`), with the withheld tail of each (step, stream) sealed in
-``log_carries`` until the next chunk of that stream or the end of the attempt.
+``log_carries`` until the next chunk of that stream or the end of the attempt, beside what the
+stream ends with if none comes (``Masker.finish``: the mask for a tail of 8 bytes or more, the
+tail itself, masked like any text, when shorter).
 
 The cap (``settings.log_cap_bytes``) counts received text. A chunk that would pass it is not
 stored: the server writes "log limit of N bytes reached; job stopped", requests cancellation of
@@ -127,6 +129,8 @@ def append_log(
     emitted, carry = masker.feed(carry, request.text)
     if carry.pending:
         sealed = seal_carry(token, context, carry)
+        # What the stream ends with if the server ends it without the credential.
+        ending = masker.finish(carry)
         if row is None:
             session.add(
                 LogCarry(
@@ -134,10 +138,12 @@ def append_log(
                     step_id=request.step_id,
                     stream=request.stream,
                     sealed=sealed,
+                    ending=ending,
                 )
             )
         else:
             row.sealed = sealed
+            row.ending = ending
     elif row is not None:
         session.execute(
             delete(LogCarry).where(

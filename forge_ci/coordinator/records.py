@@ -1,4 +1,4 @@
-"""Appending stored log records, and flushing the maskers' withheld tails when an attempt ends.
+"""Appending stored log records, and ending the maskers' withheld tails when an attempt ends.
 
 Callers hold the attempt's row lock, so positions are handed out in commit order and a reader
 that saw position N has seen everything before it.
@@ -45,9 +45,13 @@ def notice(session: Session, attempt: Attempt, text: str, step_id: str = "") -> 
 
 
 def flush_carries(session: Session, attempt: Attempt) -> int:
-    """End every stream: each withheld tail becomes one mask (see forge_ci.masking).
+    """End every stream with the ending computed when its tail was withheld.
 
-    Needs no credential: an unresolved tail is masked whole, never revealed.
+    That is :meth:`forge_ci.masking.Masker.finish` of the carry: one mask for an unresolved
+    tail of 8 bytes or more, the (masked) tail itself when shorter, nothing when all of it is
+    inside a mask already. Needs no credential, so the server can end an attempt on its own
+    (a lost lease, a timeout) by the same rule as a completion. A carry stored before that
+    column existed ends as one mask.
     """
     carries = session.scalars(
         select(LogCarry)
@@ -55,6 +59,8 @@ def flush_carries(session: Session, attempt: Attempt) -> int:
         .order_by(LogCarry.step_id, LogCarry.stream)
     ).all()
     for carry in carries:
-        append_record(session, attempt, carry.step_id, carry.stream, attempt.log_mask)
+        ending = attempt.log_mask if carry.ending is None else carry.ending
+        if ending:
+            append_record(session, attempt, carry.step_id, carry.stream, ending)
     session.execute(delete(LogCarry).where(LogCarry.attempt_id == attempt.id))
     return len(carries)

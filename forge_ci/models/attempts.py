@@ -111,7 +111,7 @@ class Attempt(Base):
     #: Stored log records so far (the last cursor position).
     log_records: Mapped[int] = mapped_column(default=0)
     #: The mask written in place of secrets, fixed at claim from the attempt's patterns (its
-    #: character occurs in none of them), so tails can be masked without the credential.
+    #: character occurs in none of them); ends a carry stored without its ending (before 0005).
     log_mask: Mapped[str] = mapped_column(String(16), default="***")
 
     provider: Mapped[Provider] = relationship()

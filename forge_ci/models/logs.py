@@ -7,7 +7,8 @@
                                   records the server wrote: notices, flushed tails)
     attempts 1──* log_carries     one per (step, stream) with withheld text, sealed
 
-Record text is already masked. Nothing here holds a secret in the clear.
+Record text is already masked. Nothing here holds a secret in the clear (a carry's ``ending``
+is masked text too).
 """
 
 from __future__ import annotations
@@ -59,3 +60,7 @@ class LogCarry(Base):
     step_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     stream: Mapped[str] = mapped_column(String(8), primary_key=True)
     sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    #: What the stream ends with if no chunk follows (Masker.finish when sealed): the mask, "",
+    #: or a tail under MIN_TAIL_BYTES, which the masking rule does not count as secret; so the
+    #: server can end the stream without the credential. None (rows from before 0005): the mask.
+    ending: Mapped[str | None] = mapped_column(Text)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from forge_ci.masking import (
     EMPTY,
+    MIN_TAIL_BYTES,
     Carry,
     CarryUnreadable,
     Masker,
@@ -72,6 +73,9 @@ def test_an_unfinished_prefix_is_masked_when_the_stream_ends() -> None:
     masker = Masker(patterns_for(["s3cr3t-value"]))
     assert stream(masker, ["echo s3cr3t-va"]) == "echo ***"
     assert stream(masker, ["echo s3", "cr3t-va"]) == "echo ***"
+    # The refusal side: a prefix under 8 bytes is not a secret; it ends the stream as it is.
+    assert stream(masker, ["echo s3", "cr3t-"]) == "echo s3cr3t-"
+    assert stream(masker, ["echo s3", "cr3t-v"]) == "echo ***"  # 8 bytes
 
 
 def test_a_match_running_into_withheld_text_stays_masked() -> None:
@@ -270,19 +274,27 @@ def test_no_chunking_of_any_output_reveals_a_secret(
 WIDE = st.sampled_from(list('ab01*"\\\n\r\t é€😀ß/{}:') + ["\ud83d", "\ude00", "\udcff"])
 
 
+def unresolved_tail(patterns: frozenset[str], text: str) -> str:
+    """The longest suffix of ``text`` that is a proper prefix of a pattern (else "")."""
+    for start in range(len(text)):
+        tail = text[start:]
+        if any(p.startswith(tail) and p != tail for p in patterns):
+            return tail
+    return ""
+
+
 def reference(patterns: frozenset[str], text: str, mask: str) -> str:
-    """The whole text masked the slow, obvious way: every occurrence, and a prefix at the end."""
+    """The whole text masked the slow, obvious way: every occurrence, and at the end an
+    unfinished prefix of a pattern when it has MIN_TAIL_BYTES or more (shorter ones stay)."""
     covered = [False] * len(text)
     for pattern in patterns:
         at = text.find(pattern)
         while at >= 0:
             covered[at : at + len(pattern)] = [True] * len(pattern)
             at = text.find(pattern, at + 1)
-    for start in range(len(text)):
-        tail = text[start:]
-        if any(p.startswith(tail) and p != tail for p in patterns):
-            covered[start:] = [True] * len(tail)
-            break
+    tail = unresolved_tail(patterns, text)
+    if len(tail.encode("utf-8", "surrogatepass")) >= MIN_TAIL_BYTES:
+        covered[len(text) - len(tail) :] = [True] * len(tail)
     return _collapse(
         "".join(mask if hidden else ch for ch, hidden in zip(text, covered, strict=True)), mask
     )

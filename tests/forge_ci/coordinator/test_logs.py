@@ -130,6 +130,46 @@ def test_withheld_tails_are_masked_when_the_attempt_ends(world: World) -> None:
     assert joined(world, second.id, "b") == "cut ***"
 
 
+def test_short_tails_end_a_stream_unchanged_however_the_attempt_ends(world: World) -> None:
+    """Under 8 bytes of the credential at the end is ordinary output (issue #12 item 2)."""
+    from forge_ci.coordinator.sweeper import Sweeper
+
+    claimed = started(world)
+    world.log(claimed, 1, f"tidy-v{claimed.token[0]}", step_id="a")
+    world.log(claimed, 2, f"seven {claimed.token[:7]}", step_id="b")
+    world.log(claimed, 3, f"eight {claimed.token[:8]}", step_id="b", stream="stderr")
+    assert joined(world, claimed.id, "a") == "tidy-v"  # withheld until the stream ends
+    with world.session() as session:
+        endings = session.scalars(select(LogCarry.ending).order_by(LogCarry.step_id)).all()
+    assert sorted(endings) == sorted([claimed.token[0], claimed.token[:7], "***"])
+    world.complete(claimed, "failure", last_log_sequence=3)
+    assert joined(world, claimed.id, "a") == f"tidy-v{claimed.token[0]}"
+    assert joined(world, claimed.id, "b") == f"seven {claimed.token[:7]}"
+    assert joined(world, claimed.id, "b", "stderr") == "eight ***"
+    # The same when the server ends the attempt without the credential (lost lease).
+    second = started(world)
+    world.log(second, 1, f"tidy-v{second.token[0]}", step_id="a")
+    world.log(second, 2, f"eight {second.token[:8]}", step_id="b")
+    world.clock.advance(61)
+    Sweeper(world.database.session, clock=world.clock).run_once()
+    assert joined(world, second.id, "a") == f"tidy-v{second.token[0]}"
+    assert joined(world, second.id, "b") == "eight ***"
+    assert world.count(LogCarry) == 0
+
+
+def test_a_carry_without_an_ending_still_ends_as_the_mask(world: World) -> None:
+    """Carries stored before the ending column (NULL) keep the old rule: one mask."""
+    claimed = started(world)
+    world.log(claimed, 1, f"x {claimed.token[0]}", step_id="a")
+    with world.session() as session:
+        row = session.scalar(select(LogCarry))
+        assert row is not None
+        row.ending = None
+        session.commit()
+    world.complete(claimed, "failure")
+    assert joined(world, claimed.id, "a") == "x ***"
+
+
 def test_issued_secrets_reach_the_assignment_and_never_the_log(world: World) -> None:
     world.secret_source = FixedSecrets({"API_KEY": SECRET, "KEY_FILE": MULTILINE})
     world.coordinator = world.make_coordinator()
@@ -202,6 +242,34 @@ def test_outputs_are_masked(world: World) -> None:
 
         values = session.scalars(select(JobOutput.value)).all()
     assert values == ["token is ***"]
+
+
+def test_short_outputs_are_not_masked(world: World) -> None:
+    """Outputs 0..f, and tidy-v + the credential's first digit, are stored as they are."""
+    names = {f"o{char}": char for char in "0123456789abcdef"}
+    declared = dict.fromkeys([*names, "tidy", "seven", "eight", "whole"], "x")
+    claimed = started(world, plan_job("build", steps=("a",), outputs=declared))
+    token = claimed.token
+    outputs = {
+        **names,
+        "tidy": f"tidy-v{token[0]}",
+        "seven": token[:7],
+        "eight": token[:8],
+        "whole": token,
+    }
+    world.run_steps(claimed)
+    world.complete(claimed, "success", outputs=outputs)
+    with world.session() as session:
+        from forge_ci.models import JobOutput
+
+        stored_values = dict(session.execute(select(JobOutput.name, JobOutput.value)).all())
+    assert stored_values == {
+        **names,
+        "tidy": f"tidy-v{token[0]}",
+        "seven": token[:7],
+        "eight": "***",
+        "whole": "***",
+    }
 
 
 def test_the_log_cap_stops_the_job_with_a_clear_line(world: World) -> None:
