@@ -1,4 +1,4 @@
-"""The job log viewer of the run page in headless Chromium, one feature a test.
+"""The job log viewer (static/logview/) in headless Chromium, one feature a test.
 
 test_browser_pipelines.py covers streaming, the first search, copy, download and the collapsed
 middle of a long log; these cover the rest of what a reader can do: step filters, match and error
