@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,21 @@ def test_pages_carry_security_headers_and_are_not_cached(app: Flask) -> None:
     assert css.status_code == 200 and css.mimetype == "text/css"
     assert css.headers["Cache-Control"] != "no-store"
     css.close()
+
+
+def test_scripts_are_served_as_javascript_and_their_imports_exist(app: Flask) -> None:
+    # Browsers refuse a module script (and, with nosniff, any script) of another MIME type.
+    static = Path(app.static_folder or "")
+    scripts = sorted(static.rglob("*.js"))
+    assert static / "pipelines.js" in scripts and static / "logview" / "view.js" in scripts
+    for script in scripts:
+        response = app.test_client().get(f"/-/static/{script.relative_to(static).as_posix()}")
+        assert response.status_code == 200, script
+        assert response.mimetype in ("text/javascript", "application/javascript"), script
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        response.close()
+        for target in re.findall(r'^import .* from "(\./[^"]+)";$', script.read_text(), re.M):
+            assert (script.parent / target).resolve().is_file(), f"{script}: {target}"
 
 
 def test_health_answers_when_the_database_does(app: Flask) -> None:

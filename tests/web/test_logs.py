@@ -1,4 +1,4 @@
-"""Cutting log records into lines (the same rule as static/pipelines.js)."""
+"""Cutting log records into lines (the same rule as static/logview/model.js)."""
 
 from __future__ import annotations
 

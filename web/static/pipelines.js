@@ -1,13 +1,17 @@
-/* forge-ci run pages: live updates. No dependencies, no inline code.
+/* forge-ci run pages: live updates. No dependencies but the log viewer, no inline code.
  *
  * Without this script the page is a static snapshot that can be reloaded. With it, one
  * serialized poll every 2 s: GET .../updates (run, jobs, steps, queue blockers, which buttons
  * apply) and, for the selected job, GET .../attempts/<id>/logs?after=<cursor>, whose records go
- * to the log viewer (logview.js). A log backlog (has_more) is drained at once; polling stops
+ * to the log viewer (logview/view.js). A log backlog (has_more) is drained at once; polling stops
  * when the run is terminal and the log stream complete. Errors back off (capped at 30 s), a
  * revoked access (401/403/404) stops polling, hidden tabs pause, leaving the page aborts the
  * request in flight. Nothing is stored in browser storage.
+ *
+ * An ES module (loaded with type="module"): it imports the log viewer's modules itself.
  */
+import { createLogView } from "./logview/view.js";
+
 (function () {
   "use strict";
 
@@ -24,7 +28,7 @@
     return;
   }
   var card = document.getElementById("job");
-  var view = null;  // the log viewer (logview.js) of the selected job, if any
+  var view = null;  // the log viewer (logview/view.js) of the selected job, if any
   var updatesUrl = page.getAttribute("data-updates-url");
 
   var poll = {
@@ -256,8 +260,8 @@
     }
   });
 
-  if (card && window.ForgeCiLogView) {
-    view = window.ForgeCiLogView(card);
+  if (card) {
+    view = createLogView(card);
     var attempt = card.getAttribute("data-attempt");
     poll.logsUrl = card.getAttribute("data-logs-url") || "";
     poll.cursor = card.getAttribute("data-next-cursor") || "0";

@@ -1,0 +1,64 @@
+/* Copy and Download: all loaded output of the selected step(s), lines trimmed from the page
+ * included, to the clipboard (a hidden textarea where the Clipboard API is unavailable) or to a
+ * file named after the run, the job and the selected step. Nothing is stored in browser storage.
+ */
+
+import { setText } from "./lines.js";
+import { loadedText } from "./model.js";
+
+function copyOutput(view) {
+  var text = loadedText(view.log);
+  var status = view.card.querySelector(".log-status");
+  var lines = text ? text.split("\n").length - 1 : 0;
+  function done() {
+    setText(status, "Copied " + lines.toLocaleString() + " lines.");
+  }
+  function fallback() {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "offscreen";
+    document.body.appendChild(area);
+    area.select();
+    try {
+      document.execCommand("copy");
+      done();
+    } catch (e) {
+      setText(status, "Copying is not available here; use Download.");
+    }
+    area.remove();
+  }
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(text).then(done, fallback);
+  } else {
+    fallback();
+  }
+}
+
+function downloadOutput(view) {
+  var log = view.log;
+  var blob = new Blob([loadedText(log)], { type: "text/plain;charset=utf-8" });
+  var url = URL.createObjectURL(blob);
+  var link = document.createElement("a");
+  var name = view.card.getAttribute("data-download-name") || "job.log";
+  if (log.filter) {
+    name = name.replace(/\.log$/, "-" + log.filter.replace(/[^A-Za-z0-9_.-]/g, "_") + ".log");
+  }
+  link.href = url;
+  link.download = name;
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  window.setTimeout(function () {
+    URL.revokeObjectURL(url);
+  }, 1000);
+}
+
+export function setUpOutput(view) {
+  view.card.querySelector(".copy").addEventListener("click", function () {
+    copyOutput(view);
+  });
+  view.card.querySelector(".download").addEventListener("click", function () {
+    downloadOutput(view);
+  });
+}
