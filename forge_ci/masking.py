@@ -39,7 +39,9 @@ job output). The pending text is then an *unresolved tail*: it never grew into a
 rule:
 
 - a tail of :data:`MIN_TAIL_BYTES` (8) UTF-8 bytes or more is masked whole: a long unfinished
-  prefix of a secret is still secret (a job cut off while printing one);
+  prefix of a secret is still secret (a job cut off while printing one); so is a shorter tail
+  that is at least half of a value it begins (``hunt`` of ``hunter2``): a short secret's
+  prefix gives most of it away;
 - a shorter tail is released like any other text (every occurrence of a pattern inside it is
   still masked, and what is covered stays covered). A prefix of 1-7 bytes of a value is not a
   secret (of the 32-byte attempt credential it is 4-28 bits of 256), while masking it corrupts
@@ -239,15 +241,25 @@ class Masker:
     def finish(self, carry: Carry) -> str:
         """The end of a stream: what the pending text of ``carry`` becomes.
 
-        An unresolved tail of :data:`MIN_TAIL_BYTES` or more is one mask; a shorter one is
-        released, masked like any text (a short pattern may lie inside it), less its covered
-        start. Pending text entirely inside a match whose mask was already emitted is dropped.
+        An unresolved tail that counts as secret (:meth:`tail_is_secret`) is one mask; any
+        other is released, masked like any text (a short pattern may lie inside it), less its
+        covered start. Pending text entirely inside a match whose mask was already emitted is
+        dropped.
         """
         if not carry.pending or carry.covered >= len(carry.pending):
             return ""
-        if len(_utf8(carry.pending)) >= MIN_TAIL_BYTES:
+        if self.tail_is_secret(carry.pending):
             return self.mask
         return self._scan(carry, "", final=True)[0]
+
+    def tail_is_secret(self, tail: str) -> bool:
+        """True for a tail of MIN_TAIL_BYTES or more, or one that is half of a value it begins."""
+        data = _utf8(tail)
+        if len(data) >= MIN_TAIL_BYTES:
+            return True
+        return any(
+            pattern.startswith(data) and 2 * len(data) >= len(pattern) for pattern in self._sorted
+        )
 
     def _scan(self, carry: Carry, chunk: str, *, final: bool) -> tuple[str, Carry]:
         """Mask ``carry.pending + chunk``, withholding a possible prefix unless ``final``."""

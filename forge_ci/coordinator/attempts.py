@@ -6,7 +6,7 @@ in and the attempt's clocks are checked, so a request never acts on an attempt t
 ran out of lease or time (see :mod:`forge_ci.coordinator.leases`).
 
 Ending an attempt (:func:`terminate`) is one transaction: steps are finalized, withheld log
-tails are ended by the masking rule (one mask from 8 bytes, else kept), issued secret values are
+tails are ended by the masking rule (a mask when secret, else kept), issued secret values are
 forgotten, and the runs scheduler records the job's result so dependents advance
 (:func:`forge_ci.runs.scheduling.complete_job`).
 """

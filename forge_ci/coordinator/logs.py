@@ -9,8 +9,8 @@ Upload rules (sequences are per attempt, from 1, across every step and stream)::
 Before anything is stored, the attempt credential and every value issued to the attempt are
 masked (:mod:`forge_ci.masking`), with the withheld tail of each (step, stream) sealed in
 ``log_carries`` until the next chunk of that stream or the end of the attempt, beside what the
-stream ends with if none comes (``Masker.finish``: the mask for a tail of 8 bytes or more, the
-tail itself, masked like any text, when shorter).
+stream ends with if none comes (``Masker.finish``: the mask for a tail that counts as secret,
+else the tail itself, masked like any text).
 
 The cap (``settings.log_cap_bytes``) counts received text. A chunk that would pass it is not
 stored: the server writes "log limit of N bytes reached; job stopped", requests cancellation of

@@ -48,7 +48,7 @@ def flush_carries(session: Session, attempt: Attempt) -> int:
     """End every stream with the ending computed when its tail was withheld.
 
     That is :meth:`forge_ci.masking.Masker.finish` of the carry: one mask for an unresolved
-    tail of 8 bytes or more, the (masked) tail itself when shorter, nothing when all of it is
+    tail that counts as secret, else the (masked) tail itself, nothing when all of it is
     inside a mask already. Needs no credential, so the server can end an attempt on its own
     (a lost lease, a timeout) by the same rule as a completion. A carry stored before that
     column existed ends as one mask.

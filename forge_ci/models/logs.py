@@ -61,6 +61,6 @@ class LogCarry(Base):
     stream: Mapped[str] = mapped_column(String(8), primary_key=True)
     sealed: Mapped[bytes] = mapped_column(LargeBinary)
     #: What the stream ends with if no chunk follows (Masker.finish when sealed): the mask, "",
-    #: or a tail under MIN_TAIL_BYTES, which the masking rule does not count as secret; so the
+    #: or a tail that the masking rule does not count as secret (Masker.tail_is_secret); so the
     #: server can end the stream without the credential. None (rows from before 0005): the mask.
     ending: Mapped[str | None] = mapped_column(Text)

@@ -73,9 +73,9 @@ def test_an_unfinished_prefix_is_masked_when_the_stream_ends() -> None:
     masker = Masker(patterns_for(["s3cr3t-value"]))
     assert stream(masker, ["echo s3cr3t-va"]) == "echo ***"
     assert stream(masker, ["echo s3", "cr3t-va"]) == "echo ***"
-    # The refusal side: a prefix under 8 bytes is not a secret; it ends the stream as it is.
-    assert stream(masker, ["echo s3", "cr3t-"]) == "echo s3cr3t-"
-    assert stream(masker, ["echo s3", "cr3t-v"]) == "echo ***"  # 8 bytes
+    assert stream(masker, ["echo s3", "cr3t"]) == "echo ***"  # half of the value: secret
+    # The refusal side: under 8 bytes and under half of the value, it ends the stream as it is.
+    assert stream(masker, ["echo s3", "cr"]) == "echo s3cr"
 
 
 def test_a_match_running_into_withheld_text_stays_masked() -> None:
@@ -283,9 +283,19 @@ def unresolved_tail(patterns: frozenset[str], text: str) -> str:
     return ""
 
 
+def tail_counts(patterns: frozenset[str], tail: str) -> bool:
+    """The end-of-stream rule, spelt out: 8 bytes or more, or half of a pattern it begins."""
+    size = len(tail.encode("utf-8", "surrogatepass"))
+    if not tail:
+        return False
+    return size >= MIN_TAIL_BYTES or any(
+        p.startswith(tail) and 2 * size >= len(p.encode("utf-8", "surrogatepass")) for p in patterns
+    )
+
+
 def reference(patterns: frozenset[str], text: str, mask: str) -> str:
     """The whole text masked the slow, obvious way: every occurrence, and at the end an
-    unfinished prefix of a pattern when it has MIN_TAIL_BYTES or more (shorter ones stay)."""
+    unfinished prefix of a pattern when it counts as secret (:func:`tail_counts`)."""
     covered = [False] * len(text)
     for pattern in patterns:
         at = text.find(pattern)
@@ -293,7 +303,7 @@ def reference(patterns: frozenset[str], text: str, mask: str) -> str:
             covered[at : at + len(pattern)] = [True] * len(pattern)
             at = text.find(pattern, at + 1)
     tail = unresolved_tail(patterns, text)
-    if len(tail.encode("utf-8", "surrogatepass")) >= MIN_TAIL_BYTES:
+    if tail_counts(patterns, tail):
         covered[len(text) - len(tail) :] = [True] * len(tail)
     return _collapse(
         "".join(mask if hidden else ch for ch, hidden in zip(text, covered, strict=True)), mask

@@ -14,8 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forge_ci.masking import MIN_TAIL_BYTES, Masker, patterns_for
-from tests.forge_ci.test_masking import WIDE, _collapse, reference, stream, unresolved_tail
+from forge_ci.masking import Masker, patterns_for
+from tests.forge_ci.test_masking import (
+    WIDE,
+    _collapse,
+    reference,
+    stream,
+    tail_counts,
+    unresolved_tail,
+)
 
 HEX = "0123456789abcdef"
 
@@ -86,13 +93,28 @@ def test_the_threshold_counts_utf8_bytes() -> None:
     assert agrees(other, "x éééab", rng) == "x ***"  # 3 * 2 + 2 bytes
 
 
+def test_half_of_a_short_value_at_the_end_is_masked_and_less_is_kept() -> None:
+    """A short secret's prefix gives most of it away: half or more of it counts as secret."""
+    rng = random.Random(3)
+    masker = Masker(patterns_for(["hunter2"]))
+    assert agrees(masker, "password: hunt", rng) == "password: " + masker.mask
+    assert agrees(masker, "password: hunter", rng) == "password: " + masker.mask
+    assert agrees(masker, "the hunter2 ran", rng) == f"the {masker.mask} ran"
+    assert agrees(masker, "no: hun", rng) == "no: hun"  # 3 of 7 bytes
+    assert agrees(masker, "a hu", rng) == "a hu"
+    # The same rule for a value a prefix of which ends the stream among longer ones.
+    both = Masker(patterns_for(["hunter2", "hunter2-and-more-secret"]))
+    assert agrees(both, "x hunt", rng) == "x " + both.mask
+
+
 def test_a_short_value_inside_a_short_tail_is_still_masked() -> None:
     """A tail released for being short is masked like any text: "ab" is a secret itself."""
     masker = Masker(patterns_for(["ab", "abcdefghij"]))
     rng = random.Random(4)
     assert agrees(masker, "x ab", rng) == "x ***"
     assert agrees(masker, "x abc", rng) == "x ***c"
-    assert agrees(masker, "x a", rng) == "x a"
+    assert agrees(masker, "x a", rng) == "x ***"  # half of "ab"
+    assert agrees(Masker(patterns_for(["abcdefghij"])), "x a", rng) == "x a"
 
 
 def test_a_short_tail_after_a_covered_start_releases_only_the_rest() -> None:
@@ -122,7 +144,7 @@ def test_every_prefix_of_every_pattern_at_the_end_of_a_stream() -> None:
             text = "out: " + pattern[:length]
             stored = agrees(masker, text, rng)
             tail = unresolved_tail(masker.patterns, text)
-            if len(tail.encode()) >= MIN_TAIL_BYTES:
+            if tail_counts(masker.patterns, tail):
                 assert stored.endswith(masker.mask)
                 assert pattern[:length] not in stored
             elif not any(p in text for p in masker.patterns):
@@ -161,7 +183,7 @@ def test_any_chunking_of_any_ending_agrees_with_the_reference(
     for secret in secrets:
         assert secret not in stored
     tail = unresolved_tail(masker.patterns, output)
-    if len(tail.encode("utf-8", "surrogatepass")) >= MIN_TAIL_BYTES:
+    if tail_counts(masker.patterns, tail):
         assert stored.endswith(masker.mask)
 
 
