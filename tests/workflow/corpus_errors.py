@@ -1,4 +1,4 @@
-"""Every corpus file's diagnostics, as a JSON-ready mapping: the record ``test_corpus_errors`` compares.
+"""Every corpus file's diagnostics as a JSON-ready mapping, the record ``test_corpus_errors`` reads.
 
 ``corpus_errors_before.json`` beside this module was written by running this module on main at
 commit 513e5a4 (before errors were reported in one pass), so that the test can show that no error
