@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge_ci.workflow.diagnostics import Problems
-from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
+from forge_ci.workflow.nodes import (
+    MAX_SAFE_INTEGER,
+    Mapping,
+    Node,
+    Scalar,
+    Sequence,
+    describe,
+    integer,
+    scalar_type,
+)
 from forge_ci.workflow.nodes import typed_value as scalar_value
 
 #: GitHub's limit for one matrix, and forge-ci's for a whole workflow.
@@ -65,9 +74,17 @@ def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
                 )
         elif name == "max-parallel":
             if isinstance(value, Scalar) and scalar_type(value) == "int" and value.value.isdigit():
-                max_parallel = int(value.value)
-                if max_parallel < 1:
+                number = integer(value)
+                if number is None or number > MAX_SAFE_INTEGER:
+                    problems.at(
+                        value,
+                        f"strategy.max-parallel is at most {MAX_SAFE_INTEGER}, "
+                        f"not {describe(value)}",
+                    )
+                elif number < 1:
                     problems.at(value, "strategy.max-parallel must be at least 1")
+                else:
+                    max_parallel = number
             else:
                 problems.at(
                     value, f"strategy.max-parallel must be a whole number, not {describe(value)}"

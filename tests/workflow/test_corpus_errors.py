@@ -8,7 +8,8 @@ Two changes of the same errors are intended and allowed for:
 
 * a runner-label error is now located at the bad label itself, never before where ``runs-on``
   starts (so at the same or a later position than before);
-* labels are limited to 64 characters (the longest a provider can carry), not 100.
+* labels are limited to 64 characters (the longest a provider can carry), not 100;
+* numbers in messages are shortened to 40 characters, like every other quoted value.
 """
 
 from __future__ import annotations
@@ -40,8 +41,12 @@ def _split(error: str) -> tuple[int, int, str]:
     return int(match.group(1)), int(match.group(2)), match.group(3)
 
 
+_LONG_NUMBER = re.compile(r"(?:(?<=the number )|(?<=value: ))(\S{41,})(?= is too large| is not a)")
+
+
 def _reworded(message: str) -> str:
-    return message.replace("at most 100 characters)", "at most 64 characters)")
+    message = message.replace("at most 100 characters)", "at most 64 characters)")
+    return _LONG_NUMBER.sub(lambda match: match.group(1)[:37] + "...", message)
 
 
 def _kept(error: str, now: list[str]) -> bool:
