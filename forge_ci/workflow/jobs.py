@@ -24,7 +24,7 @@ from forge_ci.workflow.permissions import parse_permissions
 from forge_ci.workflow.render import render, static_value, strategy_context, to_text
 from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
 from forge_ci.workflow.templates import ANY_MATRIX_KEY, ExpressionChecker, Scope, Template
-from forge_ci.workflow.values import boolean, string, timeout_minutes
+from forge_ci.workflow.values import boolean, distinct_keys, string, timeout_minutes
 
 #: The runner protocol carries at most this many job outputs (``forge_ci.protocol.MAX_OUTPUTS``,
 #: which the runner may not import from here): a plan must never promise more.
@@ -238,7 +238,7 @@ def _outputs(
     if len(node.items) > MAX_JOB_OUTPUTS:
         problems.at(node.items[MAX_JOB_OUTPUTS][0], f"a job has at most {MAX_JOB_OUTPUTS} outputs")
     outputs: dict[str, Template] = {}
-    for key, value in node.items:
+    for key, value in distinct_keys(node, "output names", problems):
         problem = id_problem(key.value)
         if problem:
             problems.at(key, problem.replace("the id", "the output name"))

@@ -30,6 +30,7 @@ from forge_ci.workflow.nodes import (
     scalar_type,
 )
 from forge_ci.workflow.nodes import typed_value as scalar_value
+from forge_ci.workflow.values import distinct_keys
 
 #: GitHub's limit for one matrix, and forge-ci's for a whole workflow.
 MAX_COMBINATIONS = 256
@@ -113,7 +114,7 @@ def _matrix(node: Node, problems: Problems) -> tuple[list[dict[str, Any]], list[
     vectors: list[tuple[str, list[Any]]] = []
     include: list[tuple[Node, dict[str, Any]]] = []
     exclude: list[tuple[Node, dict[str, Any]]] = []
-    for key, value in node.items:
+    for key, value in distinct_keys(node, "matrix keys", problems):
         if key.value in ("include", "exclude"):
             entries = _entries(key.value, value, problems)
             (include if key.value == "include" else exclude).extend(entries)
@@ -150,6 +151,16 @@ def _matrix(node: Node, problems: Problems) -> tuple[list[dict[str, Any]], list[
         problems.at(node, f"the matrix expands to more than {MAX_COMBINATIONS} jobs")
         return None
     vector_keys = [name for name, _ in vectors]
+    spelling = {name.lower(): name for name in vector_keys}
+    for entry_node, entry in include:
+        for name in entry:
+            known = spelling.setdefault(name.lower(), name)
+            if known != name:
+                problems.at(
+                    entry_node,
+                    f"include key '{name}' is already defined as '{known}'; matrix keys are "
+                    "compared without regard to case",
+                )
     for entry_node, entry in exclude:
         for name in entry:
             if name not in vector_keys:
@@ -186,7 +197,11 @@ def _entries(kind: str, node: Node, problems: Problems) -> list[tuple[Node, dict
         if not isinstance(item, Mapping) or not item.items:
             problems.at(item, f"each matrix {kind} entry must be a non-empty mapping")
             continue
-        entries.append((item, {key.value: _value(value, problems) for key, value in item.items}))
+        entry = {
+            key.value: _value(value, problems)
+            for key, value in distinct_keys(item, "matrix keys", problems)
+        }
+        entries.append((item, entry))
     return entries
 
 
@@ -204,7 +219,10 @@ def _value(node: Node, problems: Problems) -> Any:
     if isinstance(node, Sequence):
         return [_value(item, problems) for item in node.items]
     assert isinstance(node, Mapping)
-    return {key.value: _value(value, problems) for key, value in node.items}
+    return {
+        key.value: _value(value, problems)
+        for key, value in distinct_keys(node, "keys of a matrix value", problems)
+    }
 
 
 def _same(left: Any, right: Any) -> bool:

@@ -12,6 +12,7 @@ from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import (
     MAX_SAFE_INTEGER,
     YAML11_BOOLEANS,
+    Mapping,
     Node,
     Scalar,
     describe,
@@ -67,3 +68,25 @@ def positive_int(node: Node, where: str, problems: Problems) -> int | None:
         f"{where} must be a whole number from 1 through {MAX_SAFE_INTEGER}, not {describe(node)}",
     )
     return None
+
+
+def distinct_keys(node: Mapping, what: str, problems: Problems) -> list[tuple[Scalar, Node]]:
+    """The entries of a mapping whose keys are names, without later keys that differ only by case.
+
+    GitHub compares the keys of ``env``, ``outputs``, matrices and the like without regard to
+    case and refuses a second spelling ("'a' is already defined"); forge-ci does the same, so that
+    ``matrix.Version_Name`` cannot mean one key here and another there.
+    """
+    first: dict[str, Scalar] = {}
+    kept: list[tuple[Scalar, Node]] = []
+    for key, value in node.items:
+        earlier = first.setdefault(key.value.lower(), key)
+        if earlier is not key:
+            problems.at(
+                key,
+                f"'{key.value}' is already defined as '{earlier.value}' (line {earlier.line}); "
+                f"{what} are compared without regard to case",
+            )
+            continue
+        kept.append((key, value))
+    return kept
