@@ -49,16 +49,20 @@ class Strategy:
 
 
 def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
-    """Check ``strategy`` and expand its matrix; ``None`` when it is invalid."""
+    """Check ``strategy`` and expand its matrix; ``None`` when there is no valid matrix.
+
+    A wrong option (``fail-fast``, ``max-parallel``, an unknown key) is reported and the valid
+    matrix still comes back, so that the job's matrix references and labels are checked too.
+    """
     if not isinstance(node, Mapping):
         problems.at(node, f"strategy must be a mapping, not {describe(node)}")
         return None
-    before = len(problems)
     fail_fast = True
     max_parallel: int | None = None
     combinations: list[dict[str, Any]] = []
     keys: list[str] = []
     has_matrix = False
+    expanded: tuple[list[dict[str, Any]], list[str]] | None = None
     for key, value in node.items:
         name = key.value
         if name == "matrix":
@@ -92,9 +96,9 @@ def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
                 )
         else:
             problems.at(key, f"'{name}' is not a strategy key{problems.hint(name, STRATEGY_KEYS)}")
-    if not has_matrix and len(problems) == before:
+    if not has_matrix:
         problems.at(node, "strategy needs a matrix")
-    if len(problems) != before:
+    if expanded is None:
         return None
     return Strategy(tuple(combinations), tuple(keys), fail_fast, max_parallel, has_matrix)
 

@@ -95,3 +95,56 @@ def test_a_job_with_a_refused_id_is_still_checked(refuse: Refuse) -> None:
     found = messages(refuse(text))
     assert "7:3: the job id 'Build' is already used (line 3)" in found
     assert "8:14: 'windows-latest' selects a Windows or macOS runner" in found
+
+
+def test_a_strategy_option_error_leaves_the_matrix_checked(refuse: Refuse) -> None:
+    text = """\
+        on: push
+        jobs:
+          build:
+            strategy:
+              fail-fast: off
+              matrix:
+                os: [windows-latest]
+            runs-on: ${{ matrix.os }}
+            steps:
+              - run: echo ${{ matrix.OSes }}
+        """
+    found = messages(refuse(text))
+    assert "5:18: strategy.fail-fast must be true or false, not 'off'" in found
+    assert "8:14: 'windows-latest' selects a Windows or macOS runner" in found
+    assert "the matrix has no key 'OSes'" in found
+
+
+def test_the_rest_of_a_step_without_run_or_uses_is_checked(refuse: Refuse) -> None:
+    text = """\
+        on: push
+        jobs:
+          build:
+            runs-on: self-hosted
+            steps:
+              - name: test
+                runs: make test
+        """
+    assert messages(refuse(text)) == (
+        "6:9: a step needs run (a script) or uses: forge-ci/checkout@v1\n"
+        "7:9: 'runs' is not a step key; did you mean \"run\"?"
+    )
+
+
+def test_a_refused_actions_env_and_if_are_checked(refuse: Refuse) -> None:
+    text = """\
+        on: push
+        jobs:
+          build:
+            runs-on: self-hosted
+            steps:
+              - uses: actions/setup-node@v4
+                if: github.event.pull_request.draft == false
+                env:
+                  GITHUB_TOKEN: x
+        """
+    found = messages(refuse(text))
+    assert "6:15: uses: actions/setup-node@v4 is not supported" in found
+    assert "github.event is not available" in found
+    assert "9:11: env names starting with GITHUB_ are reserved for the executor" in found
