@@ -38,7 +38,9 @@ from forge_ci.repos import find_repository
 from forge_ci.runs.transactions import begin_serialized
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-LABEL_RE = re.compile(r"[a-z0-9_-]{1,64}")
+#: Dots are allowed because workflows name images such as ``ubuntu-24.04`` (issue #12 item 8);
+#: ``forge_ci.workflow.labels`` refuses in ``runs-on`` every label this cannot carry.
+LABEL_RE = re.compile(r"[a-z0-9_.-]{1,64}")
 MAX_LABELS = 8
 OPERATING_SYSTEMS = ("linux", "windows")
 SCOPES = ("selected", "all")
@@ -66,7 +68,7 @@ def normalize_labels(labels: str | Iterable[str]) -> tuple[str, ...]:
             raise InvalidInput("labels: an empty label (check for a stray comma)")
         if not LABEL_RE.fullmatch(label):
             raise InvalidInput(
-                f"invalid label {raw.strip()!r}: use 1-64 ASCII letters, digits, '_' or '-'"
+                f"invalid label {raw.strip()!r}: use 1-64 ASCII letters, digits, '.', '_' or '-'"
             )
         normalized.add(label)
     if len(normalized) > MAX_LABELS:

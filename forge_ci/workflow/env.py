@@ -17,6 +17,7 @@ import re
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, describe, is_null
 from forge_ci.workflow.templates import ExpressionChecker, Scope, SecretRef, Template
+from forge_ci.workflow.values import distinct_keys
 
 MAX_ENV_ENTRIES = 100
 MAX_ENV_NAME = 255
@@ -67,7 +68,7 @@ def parse_env(
             key, f"{scope.where} has {len(node.items)} entries; the limit is {MAX_ENV_ENTRIES}"
         )
     values: dict[str, EnvValue] = {}
-    for key, value in node.items:
+    for key, value in distinct_keys(node, "env names", problems):
         problem = env_name_problem(key.value)
         if problem:
             problems.at(key, problem)

@@ -24,7 +24,7 @@ from forge_ci.workflow.permissions import parse_permissions
 from forge_ci.workflow.render import render, static_value, strategy_context, to_text
 from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
 from forge_ci.workflow.templates import ANY_MATRIX_KEY, ExpressionChecker, Scope, Template
-from forge_ci.workflow.values import boolean, string, timeout_minutes
+from forge_ci.workflow.values import boolean, distinct_keys, string, timeout_minutes
 
 #: The runner protocol carries at most this many job outputs (``forge_ci.protocol.MAX_OUTPUTS``,
 #: which the runner may not import from here): a plan must never promise more.
@@ -105,11 +105,14 @@ def parse_job(
     checker: ExpressionChecker,
     problems: Problems,
 ) -> Job | None:
-    """Check one job; ``known`` maps lowercased job ids to their spelling (for ``needs``)."""
+    """Check one job; ``known`` maps lowercased job ids to their spelling (for ``needs``).
+
+    ``None`` only when the job is not a mapping. Otherwise the job's valid parts come back even
+    when some were refused (reported in ``problems``), so that later checks report theirs too.
+    """
     if not isinstance(node, Mapping):
         problems.at(node, f"job '{key.value}' must be a mapping, not {describe(node)}")
         return None
-    before = len(problems)
     for item_key, _ in node.items:
         name = item_key.value
         if name in UNSUPPORTED_JOB_KEYS:
@@ -177,11 +180,16 @@ def parse_job(
         if scalar is not None:
             name_template = checker.template(scalar, scope.narrowed("a job name", _STATIC))
     runs_on = _runs_on(node.get("runs-on"), scope, checker, problems)
-    if len(problems) != before:
-        return None
-    instances = _instances(key, node, strategy, name_template, runs_on, problems)
-    if len(problems) != before:
-        return None
+    # Instances (and their labels) are checked even when other keys of the job are wrong: every
+    # independent problem is reported in one pass. Only a broken strategy stops them, since
+    # without combinations every matrix reference would be a second report of the same problem.
+    instances: list[Instance] = []
+    if strategy is not None or "strategy" not in node:
+        instances = _instances(key, node, strategy, name_template, runs_on, problems)
+    elif runs_on is not None and all(t.literal is not None for t in runs_on[1]):
+        _labels(runs_on, {}, problems)
+    # A job with problems is still returned, made of its valid parts, so that the graph and the
+    # plan checks see it too; parse_workflow never lets such a job out.
     return Job(
         key.value,
         key,
@@ -230,7 +238,7 @@ def _outputs(
     if len(node.items) > MAX_JOB_OUTPUTS:
         problems.at(node.items[MAX_JOB_OUTPUTS][0], f"a job has at most {MAX_JOB_OUTPUTS} outputs")
     outputs: dict[str, Template] = {}
-    for key, value in node.items:
+    for key, value in distinct_keys(node, "output names", problems):
         problem = id_problem(key.value)
         if problem:
             problems.at(key, problem.replace("the id", "the output name"))
@@ -244,7 +252,7 @@ def _outputs(
 
 def _runs_on(
     node: Node | None, scope: Scope, checker: ExpressionChecker, problems: Problems
-) -> tuple[Node, list[Template]] | None:
+) -> tuple[Node, list[Template], bool] | None:
     if node is None:
         return None
     runs_scope = scope.narrowed("runs-on", _STATIC)
@@ -263,7 +271,8 @@ def _runs_on(
             templates.append(template)
     if not items:
         problems.at(node, "runs-on needs at least one label")
-    return node, templates
+    # Complete: every entry is a checked template, so the list as a whole can be judged too.
+    return node, templates, len(templates) == len(items)
 
 
 def _instances(
@@ -271,7 +280,7 @@ def _instances(
     node: Mapping,
     strategy: Strategy | None,
     name: Template | None,
-    runs_on: tuple[Node, list[Template]] | None,
+    runs_on: tuple[Node, list[Template], bool] | None,
     problems: Problems,
 ) -> list[Instance]:
     combos: list[dict[str, Any] | None] = list(strategy.combinations) if strategy else []
@@ -309,27 +318,58 @@ def _instances(
 
 
 def _labels(
-    runs_on: tuple[Node, list[Template]], contexts: dict[str, Any], problems: Problems
+    runs_on: tuple[Node, list[Template], bool], contexts: dict[str, Any], problems: Problems
 ) -> list[str]:
-    node, templates = runs_on
-    written: list[str] = []
+    """The normalised labels of one instance; every bad label is reported where it is written."""
+    node, templates, complete = runs_on
+    written: list[tuple[str, Node]] = []
+    # Only a whole runs-on expression may give a list of labels; an entry of a list is one label.
+    lists = not isinstance(node, Sequence)
     for template in templates:
-        whole = template.whole
-        if whole is not None:
-            try:
-                value = static_value(whole, contexts)
-            except ExpressionError as exc:
-                problems.at(template.node, f"cannot evaluate runs-on: {exc.message}")
-                return []
-            values = value if isinstance(value, list) else [value]
-            written.extend(to_text(item) for item in values)
-        else:
-            rendered = render(template, contexts, lambda t, m: problems.at(t.node, m))
-            written.append(rendered if isinstance(rendered, str) else "")
-    labels, problem = normalize_labels(written)
-    if problem:
-        problems.at(node, problem)
+        values = _label_values(template, contexts, lists, problems)
+        if values is None:
+            return []
+        written.extend((value, template.node) for value in values)
+    labels, refusals = normalize_labels([label for label, _ in written])
+    for index, message in refusals:
+        if index is not None:
+            problems.at(written[index][1], message)
+        elif complete:
+            problems.at(node, message)
     return labels
+
+
+def _label_values(
+    template: Template, contexts: dict[str, Any], lists: bool, problems: Problems
+) -> list[str] | None:
+    """The labels one ``runs-on`` entry gives (when ``lists``, an expression may give a list)."""
+    whole = template.whole if lists else None
+    parts = [whole] if whole is not None else template.parts
+    texts: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        try:
+            value = static_value(part, contexts)
+        except ExpressionError as exc:
+            problems.at(template.node, f"cannot evaluate runs-on: {exc.message}")
+            return None
+        items = value if whole is not None and isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict | list):
+                # to_text would give the label 'object' or 'array', which no provider carries.
+                what = "mapping" if isinstance(item, dict) else "sequence"
+                problems.at(
+                    template.node,
+                    f"runs-on: ${{{{ {part.source.strip()} }}}} gives a {what}; "
+                    "a runner label is text",
+                )
+                return None
+        if whole is not None:
+            return [to_text(item) for item in items]
+        texts.append(to_text(value))
+    return ["".join(texts)]
 
 
 def _display(value: Any) -> str:

@@ -20,39 +20,68 @@ from __future__ import annotations
 import re
 
 MAX_LABELS = 8
-MAX_LABEL_LENGTH = 100
+#: The longest label a provider can carry (``forge_ci.coordinator.providers.LABEL_RE``, which the
+#: workflow engine may not import): a longer label in ``runs-on`` would queue forever.
+MAX_LABEL_LENGTH = 64
 #: GitHub's standard x64 Ubuntu images: ``ubuntu-latest`` and ``ubuntu-YY.MM``.
 STANDARD_UBUNTU = re.compile(r"ubuntu-(latest|[0-9]{2}\.[0-9]{2})\Z")
 
 _LABEL = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 _OTHER_OS = re.compile(r"(windows|macos|osx|win)(-.*)?\Z")
 
+#: A refusal: the index of the label it is about in the written list (``None``: the whole list).
+LabelProblem = tuple[int | None, str]
 
-def normalize_labels(labels: list[str]) -> tuple[list[str], str | None]:
-    """The normalised labels of a job, or an empty list and the reason they are refused."""
+
+def normalize_labels(labels: list[str]) -> tuple[list[str], list[LabelProblem]]:
+    """The normalised labels of a job, or an empty list and every reason they are refused.
+
+    Each label is checked on its own, so that a file with three bad labels hears of all three,
+    each at its own position.
+    """
     if not labels:
-        return [], "runs-on needs at least one label"
+        return [], [(None, "runs-on needs at least one label")]
+    problems: list[LabelProblem] = []
     if len(labels) > MAX_LABELS:
-        return [], f"runs-on lists {len(labels)} labels; the limit is {MAX_LABELS}"
+        problems.append((None, f"runs-on lists {len(labels)} labels; the limit is {MAX_LABELS}"))
     seen: list[str] = []
-    for label in labels:
+    first: list[int] = []
+    for index, label in enumerate(labels):
         lowered = label.lower()
         if len(lowered) > MAX_LABEL_LENGTH or not _LABEL.match(lowered):
-            return [], (
-                f"'{label}' is not a valid runner label (letters, digits, '.', '_' and '-', "
-                f"at most {MAX_LABEL_LENGTH} characters)"
+            problems.append(
+                (
+                    index,
+                    f"'{label}' is not a valid runner label (letters, digits, '.', '_' and '-', "
+                    f"at most {MAX_LABEL_LENGTH} characters)",
+                )
             )
-        if _OTHER_OS.match(lowered):
-            return [], f"'{label}' selects a Windows or macOS runner; forge-ci runs Linux jobs only"
-        if lowered in seen:
-            return [], f"the runner label '{label}' is listed twice"
-        seen.append(lowered)
+        elif _OTHER_OS.match(lowered):
+            problems.append(
+                (
+                    index,
+                    f"'{label}' selects a Windows or macOS runner; forge-ci runs Linux jobs only",
+                )
+            )
+        elif lowered in seen:
+            problems.append((index, f"the runner label '{label}' is listed twice"))
+        else:
+            seen.append(lowered)
+            first.append(index)
     images = [label for label in seen if STANDARD_UBUNTU.match(label)]
-    if any(label.startswith("ubuntu-") for label in seen) and not images:
-        unknown = next(label for label in seen if label.startswith("ubuntu-"))
-        return [], (
-            f"'{unknown}' is not a supported image label; use ubuntu-latest or ubuntu-YY.MM "
-            "(x64 images)"
-        )
+    if not images:
+        # Without a standard image, an ubuntu-* label is a GitHub image forge-ci does not name.
+        for index, lowered in zip(first, seen, strict=True):
+            if lowered.startswith("ubuntu-"):
+                problems.append(
+                    (
+                        index,
+                        f"'{labels[index]}' is not a supported image label; use ubuntu-latest or "
+                        "ubuntu-YY.MM (x64 images)",
+                    )
+                )
+    if problems:
+        problems.sort(key=lambda item: -1 if item[0] is None else item[0])
+        return [], problems
     head = ["self-hosted", "linux"] + (["x64"] if images else [])
-    return head + [label for label in seen if label not in head], None
+    return head + [label for label in seen if label not in head], []

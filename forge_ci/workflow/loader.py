@@ -32,7 +32,13 @@ _BOM = "\ufeff"
 # tab, line feed, carriage return and NEL; DEL; surrogates; U+FFFE and U+FFFF.
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 _SURROGATE_ESCAPES = re.compile("[\udc80-\udcff]+")
-_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+# YAML 1.1 line breaks that YAML 1.2 (and GitHub) read as ordinary characters. libyaml follows
+# 1.1, so the same bytes would mean something else here; they are refused (written as escapes in
+# a double-quoted string they are fine).
+_YAML11_BREAKS = re.compile("[\x85\u2028\u2029]")
+_BREAK_NAMES = {"\x85": "NEXT LINE", "\u2028": "LINE SEPARATOR", "\u2029": "PARAGRAPH SEPARATOR"}
+# The line breaks of YAML 1.2 and of editors: positions are reported as people count lines.
+_LINE_BREAK = re.compile("\r\n|[\r\n]")
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -46,7 +52,7 @@ class Source:
     def __init__(self, text: str) -> None:
         self.text = text
         self._line_starts = [0]
-        # The line breaks libyaml counts, so that both agree on line numbers.
+        # Text with other breaks libyaml would count is refused before loading, so both agree.
         for match in _LINE_BREAK.finditer(text):
             self._line_starts.append(match.end())
 
@@ -94,7 +100,18 @@ def decode(data: str | bytes, problems: Problems) -> Source | None:
         else:
             what = f"the control character U+{ord(char):04X}"
         problems.add(line, column, f"the file contains {what}, which YAML does not allow")
-    return None if forbidden else source
+    breaks = list(_YAML11_BREAKS.finditer(text))
+    for match in breaks:
+        line, column = source.position(match.start())
+        char = match.group()
+        problems.add(
+            line,
+            column,
+            f"the file contains U+{ord(char):04X} ({_BREAK_NAMES[char]}), a line break in YAML "
+            "1.1 but an ordinary character in YAML 1.2 (GitHub); write it as the escape "
+            f"\\u{ord(char):04x} in a double-quoted string",
+        )
+    return None if forbidden or breaks else source
 
 
 class _Frame:

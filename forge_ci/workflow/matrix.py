@@ -19,8 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge_ci.workflow.diagnostics import Problems
-from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
+from forge_ci.workflow.nodes import (
+    MAX_SAFE_INTEGER,
+    Mapping,
+    Node,
+    Scalar,
+    Sequence,
+    describe,
+    integer,
+    scalar_type,
+)
 from forge_ci.workflow.nodes import typed_value as scalar_value
+from forge_ci.workflow.values import distinct_keys
 
 #: GitHub's limit for one matrix, and forge-ci's for a whole workflow.
 MAX_COMBINATIONS = 256
@@ -39,16 +49,20 @@ class Strategy:
 
 
 def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
-    """Check ``strategy`` and expand its matrix; ``None`` when it is invalid."""
+    """Check ``strategy`` and expand its matrix; ``None`` when there is no valid matrix.
+
+    A wrong option (``fail-fast``, ``max-parallel``, an unknown key) is reported and the valid
+    matrix still comes back, so that the job's matrix references and labels are checked too.
+    """
     if not isinstance(node, Mapping):
         problems.at(node, f"strategy must be a mapping, not {describe(node)}")
         return None
-    before = len(problems)
     fail_fast = True
     max_parallel: int | None = None
     combinations: list[dict[str, Any]] = []
     keys: list[str] = []
     has_matrix = False
+    expanded: tuple[list[dict[str, Any]], list[str]] | None = None
     for key, value in node.items:
         name = key.value
         if name == "matrix":
@@ -65,18 +79,26 @@ def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
                 )
         elif name == "max-parallel":
             if isinstance(value, Scalar) and scalar_type(value) == "int" and value.value.isdigit():
-                max_parallel = int(value.value)
-                if max_parallel < 1:
+                number = integer(value)
+                if number is None or number > MAX_SAFE_INTEGER:
+                    problems.at(
+                        value,
+                        f"strategy.max-parallel is at most {MAX_SAFE_INTEGER}, "
+                        f"not {describe(value)}",
+                    )
+                elif number < 1:
                     problems.at(value, "strategy.max-parallel must be at least 1")
+                else:
+                    max_parallel = number
             else:
                 problems.at(
                     value, f"strategy.max-parallel must be a whole number, not {describe(value)}"
                 )
         else:
             problems.at(key, f"'{name}' is not a strategy key{problems.hint(name, STRATEGY_KEYS)}")
-    if not has_matrix and len(problems) == before:
+    if not has_matrix:
         problems.at(node, "strategy needs a matrix")
-    if len(problems) != before:
+    if expanded is None:
         return None
     return Strategy(tuple(combinations), tuple(keys), fail_fast, max_parallel, has_matrix)
 
@@ -96,7 +118,7 @@ def _matrix(node: Node, problems: Problems) -> tuple[list[dict[str, Any]], list[
     vectors: list[tuple[str, list[Any]]] = []
     include: list[tuple[Node, dict[str, Any]]] = []
     exclude: list[tuple[Node, dict[str, Any]]] = []
-    for key, value in node.items:
+    for key, value in distinct_keys(node, "matrix keys", problems):
         if key.value in ("include", "exclude"):
             entries = _entries(key.value, value, problems)
             (include if key.value == "include" else exclude).extend(entries)
@@ -133,6 +155,16 @@ def _matrix(node: Node, problems: Problems) -> tuple[list[dict[str, Any]], list[
         problems.at(node, f"the matrix expands to more than {MAX_COMBINATIONS} jobs")
         return None
     vector_keys = [name for name, _ in vectors]
+    spelling = {name.lower(): name for name in vector_keys}
+    for entry_node, entry in include:
+        for name in entry:
+            known = spelling.setdefault(name.lower(), name)
+            if known != name:
+                problems.at(
+                    entry_node,
+                    f"include key '{name}' is already defined as '{known}'; matrix keys are "
+                    "compared without regard to case",
+                )
     for entry_node, entry in exclude:
         for name in entry:
             if name not in vector_keys:
@@ -169,7 +201,11 @@ def _entries(kind: str, node: Node, problems: Problems) -> list[tuple[Node, dict
         if not isinstance(item, Mapping) or not item.items:
             problems.at(item, f"each matrix {kind} entry must be a non-empty mapping")
             continue
-        entries.append((item, {key.value: _value(value, problems) for key, value in item.items}))
+        entry = {
+            key.value: _value(value, problems)
+            for key, value in distinct_keys(item, "matrix keys", problems)
+        }
+        entries.append((item, entry))
     return entries
 
 
@@ -187,7 +223,10 @@ def _value(node: Node, problems: Problems) -> Any:
     if isinstance(node, Sequence):
         return [_value(item, problems) for item in node.items]
     assert isinstance(node, Mapping)
-    return {key.value: _value(value, problems) for key, value in node.items}
+    return {
+        key.value: _value(value, problems)
+        for key, value in distinct_keys(node, "keys of a matrix value", problems)
+    }
 
 
 def _same(left: Any, right: Any) -> bool:

@@ -51,6 +51,9 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)\Z")
 
 #: Integers beyond this lose precision in JSON consumers (JavaScript numbers, RFC 8785).
 MAX_SAFE_INTEGER = 2**53 - 1
+#: Decimal literals with more digits are out of every range before they are converted: Python
+#: refuses to convert more than 4,300 digits (and a long conversion is slow), and 2**53 has 16.
+MAX_DECIMAL_DIGITS = 32
 
 
 class Node:
@@ -176,25 +179,43 @@ def typed_value(node: Scalar) -> Any:
     if kind == "bool":
         return text in TRUE_SPELLINGS
     if kind == "int":
-        if text.startswith("0o"):
-            number = int(text[2:], 8)
-        elif text.startswith("0x"):
-            number = int(text[2:], 16)
-        else:
-            number = int(text)
-        if abs(number) > MAX_SAFE_INTEGER:
-            raise ValueError(f"the number {text} is too large (at most {MAX_SAFE_INTEGER})")
+        number = integer(node)
+        if number is None or abs(number) > MAX_SAFE_INTEGER:
+            raise ValueError(f"the number {_shown(text)} is too large (at most {MAX_SAFE_INTEGER})")
         return number
     if kind == "float":
         if _NAN.match(text) or _INF.match(text):
             raise ValueError(f"{text} is not a finite number")
         value = float(text)
         if not math.isfinite(value):
-            raise ValueError(f"{text} is not a finite number")
+            raise ValueError(f"{_shown(text)} is not a finite number")
         if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
             return int(value)
         return value
     return text
+
+
+def integer(node: Scalar) -> int | None:
+    """The value of a scalar typed ``int``; ``None`` when it has more than 32 decimal digits.
+
+    Every integer forge-ci reads is bounded far below that, so callers report ``None`` as out of
+    range, located at the node, instead of letting ``int()`` raise (issue #12).
+    """
+    text = node.value
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > MAX_DECIMAL_DIGITS:
+        return None
+    # Leading zeros count against Python's conversion limit too, so they go first.
+    return -int(digits) if text.startswith("-") else int(digits)
+
+
+def _shown(text: str) -> str:
+    """A literal in a message, shortened like :func:`describe` does."""
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def describe(node: Node) -> str:

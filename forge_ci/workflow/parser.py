@@ -108,7 +108,8 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
     jobs = _jobs(root["jobs"], checker, problems) if "jobs" in root else []
     for job in jobs:
         _check_source_access(job, contents, problems)
-    problems.raise_if_any(path)
+    # The plan is built even when problems were found: its checks (values of matrix expressions,
+    # the plan's size) are independent of them, and every problem is reported in one pass.
     builder = PlanBuilder(problems)
     rendered_concurrency = None
     if concurrency is not None:
@@ -198,10 +199,10 @@ def _jobs(node: Node, checker: ExpressionChecker, problems: Problems) -> list[Jo
             known[lowered] = key.value
     jobs: list[Job] = []
     for key, value in node.items[:MAX_JOBS]:
-        if key.value.lower() not in known or first[key.value.lower()] is not key:
-            continue
         job = parse_job(key, value, known, checker, problems)
-        if job is not None:
+        # A job whose id is refused is still checked (its problems are independent), but it
+        # takes no part in the graph.
+        if job is not None and first.get(key.value.lower()) is key:
             jobs.append(job)
     needs = {job.id: list(job.needs) for job in jobs}
     if jobs and len(jobs) == len(known) and all(job.needs for job in jobs):

@@ -206,6 +206,9 @@ def truthy(value: Any) -> bool:
 
 def _default_name(run: Template) -> str:
     """GitHub's default step name: "Run " and the first non-blank line of the script."""
-    first = next((line.strip() for line in run.node.value.splitlines() if line.strip()), "")
+    # Lines end at line feeds only: splitlines() would also end them at U+2028, U+0085 and
+    # form feeds, which a double-quoted run may hold as escapes.
+    lines = run.node.value.replace("\r\n", "\n").split("\n")
+    first = next((line.strip() for line in lines if line.strip()), "")
     name = f"Run {first}"
     return name if len(name) <= MAX_DEFAULT_NAME else name[: MAX_DEFAULT_NAME - 3] + "..."

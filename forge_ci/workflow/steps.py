@@ -196,8 +196,8 @@ def _step(
         problems.at(node.key_node("run") or node, "a step has either run or uses, not both")
         return None
     if uses_node is None and run_node is None:
+        # Reported, and the rest of the step is still checked: a misspelt 'run' is named below.
         problems.at(node, "a step needs run (a script) or uses: forge-ci/checkout@v1")
-        return None
     uses: str | None = None
     if uses_node is not None:
         uses = _uses(node, uses_node, checker, problems)
@@ -208,7 +208,7 @@ def _step(
             if uses is not None and written not in CHECKOUT_KEYS:
                 problems.at(key, f"the built-in checkout step cannot have '{written}'")
         elif written == "with":
-            if uses_node is None:
+            if uses_node is None and run_node is not None:
                 problems.at(key, "'with' is for actions; a run step takes env instead")
         else:
             hint = problems.hint(written, STEP_KEYS)
@@ -231,8 +231,10 @@ def _step(
     env: dict[str, EnvValue] = {}
     condition = "success()"
     continue_on_error: bool | Template = False
-    if run_node is not None:
-        scalar = string(run_node, "run", problems)
+    # Every step but the built-in checkout: a refused action's env and if are checked as well,
+    # since their problems are independent of the refusal.
+    if uses is None:
+        scalar = string(run_node, "run", problems) if run_node is not None else None
         if scalar is not None:
             if not scalar.value.strip():
                 problems.at(scalar, "run must not be empty")

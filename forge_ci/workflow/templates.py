@@ -211,6 +211,21 @@ class ExpressionChecker:
         shift = 0
         stripped = text.strip()
         if stripped.startswith("${{") and stripped.endswith("}}") and stripped.count("${{") == 1:
+            if stripped != text:
+                # GitHub makes `${{ x }}` plus any other text, even a line break, a string: it
+                # is never empty, so the condition would always hold whatever x is (issue #12).
+                spaces = text.strip(" \t") == stripped
+                around, fix = (
+                    ("spaces", "remove them")
+                    if spaces
+                    else ("a line break", "use |- or >- to drop the final line break")
+                )
+                self.problems.at(
+                    scalar,
+                    f"{scope.where} has {around} around its ${{{{ }}}}, so GitHub reads it as "
+                    f"text, which is always true; write only the expression ({fix})",
+                )
+                return None
             shift = text.index("${{") + 3
             text = stripped[3:-2]
         elif "${{" in text:

@@ -9,7 +9,17 @@ are plain text where a string is expected. Numbers must be written as numbers, n
 from __future__ import annotations
 
 from forge_ci.workflow.diagnostics import Problems
-from forge_ci.workflow.nodes import YAML11_BOOLEANS, Node, Scalar, describe, is_null, scalar_type
+from forge_ci.workflow.nodes import (
+    MAX_SAFE_INTEGER,
+    YAML11_BOOLEANS,
+    Mapping,
+    Node,
+    Scalar,
+    describe,
+    integer,
+    is_null,
+    scalar_type,
+)
 
 MAX_TIMEOUT_MINUTES = 360
 
@@ -36,8 +46,8 @@ def boolean(node: Node, where: str, problems: Problems) -> bool | None:
 def timeout_minutes(node: Node, where: str, problems: Problems) -> int | None:
     """A literal whole number of minutes from 1 through 360."""
     if isinstance(node, Scalar) and scalar_type(node) == "int" and node.value.lstrip("+").isdigit():
-        value = int(node.value)
-        if 1 <= value <= MAX_TIMEOUT_MINUTES:
+        value = integer(node)
+        if value is not None and 1 <= value <= MAX_TIMEOUT_MINUTES:
             return value
     problems.at(
         node,
@@ -50,8 +60,33 @@ def timeout_minutes(node: Node, where: str, problems: Problems) -> int | None:
 def positive_int(node: Node, where: str, problems: Problems) -> int | None:
     """A literal whole number of at least 1."""
     if isinstance(node, Scalar) and scalar_type(node) == "int" and node.value.lstrip("+").isdigit():
-        value = int(node.value)
-        if value >= 1:
+        value = integer(node)
+        if value is not None and 1 <= value <= MAX_SAFE_INTEGER:
             return value
-    problems.at(node, f"{where} must be a whole number of at least 1, not {describe(node)}")
+    problems.at(
+        node,
+        f"{where} must be a whole number from 1 through {MAX_SAFE_INTEGER}, not {describe(node)}",
+    )
     return None
+
+
+def distinct_keys(node: Mapping, what: str, problems: Problems) -> list[tuple[Scalar, Node]]:
+    """The entries of a mapping whose keys are names, without later keys that differ only by case.
+
+    GitHub compares the keys of ``env``, ``outputs``, matrices and the like without regard to
+    case and refuses a second spelling ("'a' is already defined"); forge-ci does the same, so that
+    ``matrix.Version_Name`` cannot mean one key here and another there.
+    """
+    first: dict[str, Scalar] = {}
+    kept: list[tuple[Scalar, Node]] = []
+    for key, value in node.items:
+        earlier = first.setdefault(key.value.lower(), key)
+        if earlier is not key:
+            problems.at(
+                key,
+                f"'{key.value}' is already defined as '{earlier.value}' (line {earlier.line}); "
+                f"{what} are compared without regard to case",
+            )
+            continue
+        kept.append((key, value))
+    return kept

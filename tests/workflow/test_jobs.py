@@ -159,7 +159,7 @@ def test_self_dependency_and_no_root(refuse: Refuse) -> None:
     ],
 )
 def test_label_normalisation(labels: list[str], expected: list[str]) -> None:
-    assert normalize_labels(labels) == (expected, None)
+    assert normalize_labels(labels) == (expected, [])
 
 
 @pytest.mark.parametrize(
@@ -176,8 +176,8 @@ def test_label_normalisation(labels: list[str], expected: list[str]) -> None:
     ],
 )
 def test_refused_labels(labels: list[str], reason: str) -> None:
-    result, problem = normalize_labels(labels)
-    assert result == [] and problem is not None and reason in problem
+    result, refusals = normalize_labels(labels)
+    assert result == [] and len(refusals) == 1 and reason in refusals[0][1]
 
 
 def test_runs_on_in_a_workflow(plan_of: PlanOf, refuse: Refuse) -> None:
