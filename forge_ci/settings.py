@@ -1,6 +1,7 @@
 """Settings: read once at the edge (environment plus an optional TOML file), passed down typed.
 
-Precedence, highest first: ``FORGE_CI_*`` environment variables, the TOML file named by
+Precedence, highest first: ``forge-ci up``'s options (which it passes on as environment
+variables), ``FORGE_CI_*`` environment variables, the TOML file named by
 ``FORGE_CI_CONFIG`` (or ``<data dir>/forge-ci.toml`` when it exists), built-in defaults.
 Every setting is documented in ``docs/configuration.md``; keep the two in step.
 """
@@ -132,6 +133,8 @@ _ENV = {
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
 }
+#: Every environment variable that chooses a setting, the configuration file's first.
+SETTING_VARIABLES = ("FORGE_CI_CONFIG", *_ENV.values())
 # Read from the environment only (never from the TOML file): a deployment's configuration file
 # must not be able to switch fault injection on.
 _TESTING_VAR = "FORGE_CI_TESTING"

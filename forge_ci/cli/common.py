@@ -89,6 +89,14 @@ def check_database() -> None:
     open_database().dispose()
 
 
+def use_settings(config: Settings) -> None:
+    """Make ``config`` this invocation's settings (a command's options that override them)."""
+    root = click.get_current_context().find_root()
+    if root.obj is None:
+        root.obj = {}
+    root.obj["settings"] = config
+
+
 @contextmanager
 def session_scope(check_schema: bool = True, *, read_only: bool = False) -> Iterator[Session]:
     """A session on a checked database; commits on success, rolls back on error.

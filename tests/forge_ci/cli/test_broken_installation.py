@@ -228,9 +228,7 @@ def test_a_broken_installation_is_one_line_naming_the_fix_and_exit_2(
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
     key = make_key(inputs).with_suffix(".pub") if "{key}" in NEEDS[command][1] else None
-    argv = [
-        arg.format(token=token, key=key) for arg in [*command.split(), *NEEDS[command][1]]
-    ]
+    argv = [arg.format(token=token, key=key) for arg in [*command.split(), *NEEDS[command][1]]]
     broken.make(tmp_path, clean_env)
 
     code = main(argv)
