@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import Engine, create_engine, event
@@ -35,7 +36,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from forge_ci.errors import ConfigurationError, Unavailable
-from forge_ci.settings import Settings
+from forge_ci.settings import Settings, require_data_dir
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -143,18 +144,68 @@ def begin_write(session: Session) -> None:
     session.connection(execution_options={_WRITE: True, "postgresql_readonly": False})
 
 
+#: What a database that cannot be reached, opened or written raises (not a bug of ours).
+UNAVAILABLE_ERRORS = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+
+
 @contextmanager
-def unavailable_on_failure() -> Iterator[None]:
+def unavailable_on_failure(url: str | None = None, *, detail: bool = False) -> Iterator[None]:
     """Turn a database that cannot be reached or refuses to write into ``Unavailable``.
 
     For front doors that must answer a person: a dropped PostgreSQL database, a lost connection,
     a read-only or locked SQLite file all mean "try again later", not a traceback.
-    Integrity errors and the like are bugs and pass through unchanged.
+    Integrity errors and the like are bugs and pass through unchanged. With ``detail`` or a
+    ``url`` (for the operator, never for users) the message gives the driver's reason and the
+    fix, and names the database.
     """
     try:
         yield
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
-        raise Unavailable("the database is unavailable; try again later") from exc
+    except UNAVAILABLE_ERRORS as exc:
+        if url is None and not detail:
+            raise Unavailable("the database is unavailable; try again later") from exc
+        which = f" {display_url(url)}" if url else ""
+        raise Unavailable(
+            f"cannot use the database{which} ({failure_reason(exc)}); check"
+            " FORGE_CI_DATABASE_URL (or FORGE_CI_DATA_DIR for the default SQLite file) and that"
+            " the database is running"
+        ) from exc
+
+
+def display_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    return make_url(normalize_url(url)).render_as_string(hide_password=True)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The driver's first line for a database error (no SQL, no SQLAlchemy background link)."""
+    original = getattr(exc, "orig", None) or exc
+    lines = str(original).strip().splitlines()
+    return lines[0][:300] if lines else type(original).__name__
+
+
+def require_database(settings: Settings, *, create: bool = False) -> None:
+    """Refuse, naming what is missing and the fix, to open a database that cannot be there.
+
+    Checks the data directory, and for SQLite that its file exists (``create``: that its folder
+    does), before anything connects: SQLite would otherwise create an empty database file, or
+    fail with "unable to open database file", which names neither the file nor the fix.
+    """
+    require_data_dir(settings)
+    parsed = make_url(normalize_url(settings.database_url))
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return
+    path = Path(parsed.database)
+    if create:
+        if not path.parent.is_dir():
+            raise ConfigurationError(
+                f"the folder {path.parent} of the SQLite database does not exist; create it or"
+                " fix FORGE_CI_DATABASE_URL"
+            )
+    elif not path.is_file():
+        raise ConfigurationError(
+            f"there is no forge-ci database at {path}; run `forge-ci init` to create one, or"
+            " point FORGE_CI_DATA_DIR (or FORGE_CI_DATABASE_URL) at an existing installation"
+        )
 
 
 class Database:
@@ -186,7 +237,8 @@ class Database:
         """Refuse to go on unless the schema is exactly at this code's head revision."""
         from forge_ci.migrations import check_schema
 
-        check_schema(self.engine)
+        with unavailable_on_failure(self.url):
+            check_schema(self.engine)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -1,6 +1,7 @@
 """Settings: read once at the edge (environment plus an optional TOML file), passed down typed.
 
-Precedence, highest first: ``FORGE_CI_*`` environment variables, the TOML file named by
+Precedence, highest first: ``forge-ci up``'s options (which it passes on as environment
+variables), ``FORGE_CI_*`` environment variables, the TOML file named by
 ``FORGE_CI_CONFIG`` (or ``<data dir>/forge-ci.toml`` when it exists), built-in defaults.
 Every setting is documented in ``docs/configuration.md``; keep the two in step.
 """
@@ -8,6 +9,7 @@ Every setting is documented in ``docs/configuration.md``; keep the two in step.
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -131,6 +133,8 @@ _ENV = {
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
 }
+#: Every environment variable that chooses a setting, the configuration file's first.
+SETTING_VARIABLES = ("FORGE_CI_CONFIG", *_ENV.values())
 # Read from the environment only (never from the TOML file): a deployment's configuration file
 # must not be able to switch fault injection on.
 _TESTING_VAR = "FORGE_CI_TESTING"
@@ -214,7 +218,7 @@ def load_settings(
     path = config_file or (
         Path(environ["FORGE_CI_CONFIG"]) if environ.get("FORGE_CI_CONFIG") else None
     )
-    if path is None and (data_dir / "forge-ci.toml").is_file():
+    if path is None and _is_file(data_dir / "forge-ci.toml"):
         path = data_dir / "forge-ci.toml"
     if path is not None:
         try:
@@ -225,6 +229,10 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(
                 f"configuration file {path} is not valid TOML: {exc}"
+            ) from None
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read the configuration file {path}: {exc.strerror}"
             ) from None
         known = {f.name for f in fields(Settings)} - {"test_faults"}
         for key, value in table.items():
@@ -275,6 +283,43 @@ def load_settings(
         lease_seconds=_lease_seconds(raw.get("lease_seconds", 60)),
         test_faults=parse_test_faults(environ),
     )
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a data directory that cannot be read has none (the commands
+    that need the directory then say what is wrong with it, see :func:`require_data_dir`)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def require_data_dir(settings: Settings) -> None:
+    """Refuse, naming the directory and the fix, unless the data directory can be used.
+
+    For commands that need an installation (the database, repositories, hooks): without this
+    they would fail deep inside SQLite or git with a message that names neither.
+    """
+    path = settings.data_dir
+    fix = (
+        f"set FORGE_CI_DATA_DIR to your forge-ci data directory (default {DEFAULT_DATA_DIR}),"
+        " or create one with `forge-ci init`"
+    )
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ConfigurationError(f"the data directory {path} does not exist; {fix}") from None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the data directory {path} ({exc.strerror}); {fix}"
+        ) from None
+    if not stat.S_ISDIR(mode):
+        raise ConfigurationError(f"the data directory {path} is not a directory; {fix}")
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise ConfigurationError(
+            f"the data directory {path} is not readable and writable by this user; run as the"
+            " user that owns it, or " + fix
+        )
 
 
 def _lease_seconds(value: Any) -> float:

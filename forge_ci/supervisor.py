@@ -1,9 +1,9 @@
 """Starting and watching forge-ci's processes on one machine (``forge-ci up``).
 
 Each service is a ``forge-ci <service>`` child process (plus a private ``redis-server`` when the
-Redis URL is the default socket in the data directory). The supervisor forwards SIGINT/SIGTERM,
-and when any child dies unexpectedly it stops the others and reports which one failed: a half-
-running installation is worse than a stopped one.
+Redis URL is the default socket in the data directory). On SIGINT/SIGTERM it stops them in
+reverse start order, and when any child dies unexpectedly it stops the others and reports which
+one failed: a half-running installation is worse than a stopped one.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ class Child:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    #: What it depends on stops after it: Redis 0, the services 1, the provider (which
+    #: reports to the web server) 2. Children of one layer stop together.
+    layer: int = 1
 
 
 def private_redis_socket(settings: Settings) -> Path | None:
@@ -59,12 +63,13 @@ def redis_child(settings: Settings, socket: Path) -> Child:
         "--appendonly",
         "no",
     ]
-    return Child("redis", argv, settings.run_dir / "redis.log")
+    return Child("redis", argv, settings.run_dir / "redis.log", layer=0)
 
 
 def service_child(settings: Settings, service: str, extra: Sequence[str] = ()) -> Child:
     argv = [sys.executable, "-m", "forge_ci", service, *extra]
-    return Child(service, argv, settings.run_dir / f"{service}.log")
+    layer = 2 if service == "provider" else 1
+    return Child(service, argv, settings.run_dir / f"{service}.log", layer=layer)
 
 
 class Supervisor:
@@ -123,24 +128,38 @@ class Supervisor:
         return None
 
     def stop(self, timeout: float = 10) -> None:
-        for child in reversed(self.children):
-            process = child.process
-            if process is None or process.poll() is not None:
-                continue
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-        deadline = time.monotonic() + timeout
-        for child in reversed(self.children):
-            process = child.process
-            if process is None:
-                continue
-            try:
-                process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                process.wait()
+        """Stop the children layer by layer, top first, each layer given ``timeout`` seconds.
+
+        Each stops while what it depends on still runs: the provider (which reports its
+        interrupted jobs to the web server) first, then web, ssh and worker, Redis last (Redis
+        stopped with the others left the worker logging reconnect errors until it was killed).
+        A child still running after ``timeout`` is killed; a further Ctrl-C cannot cut this
+        short and leave children behind.
+        """
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for layer in sorted({child.layer for child in self.children}, reverse=True):
+            _stop_together([c for c in self.children if c.layer == layer], timeout)
+
+
+def _signal(process: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_together(children: list[Child], timeout: float) -> None:
+    """SIGTERM each running child, wait for all up to ``timeout``, then SIGKILL the rest."""
+    processes = [c.process for c in children if c.process is not None]
+    for process in processes:
+        if process.poll() is None:
+            _signal(process, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(process, signal.SIGKILL)
+            process.wait()

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from sqlalchemy.orm import Session
@@ -15,14 +15,25 @@ from sqlalchemy.orm import Session
 from forge_ci.errors import ForgeCIError
 from forge_ci.settings import Settings, load_settings
 
+if TYPE_CHECKING:
+    from forge_ci.db import Database
+
 #: Exit status for every refused command (bad input, unknown thing, refused operation).
 EXIT_REFUSED = 2
 
 
 def run_cli(group: click.Group, argv: list[str]) -> int:
-    """Run ``group`` and map ``ForgeCIError`` to one stderr line and exit status 2."""
+    """Run ``group`` and map ``ForgeCIError`` to one stderr line and exit status 2.
+
+    A database that cannot be reached, opened or written (``db.UNAVAILABLE_ERRORS``) is the
+    operator's to fix, not a bug: one line too, with the driver's reason. Commands meet most of
+    these at their first contact (:func:`open_database`), which names the database as well.
+    """
+    from forge_ci.db import unavailable_on_failure
+
     try:
-        result = group.main(args=argv, prog_name="forge-ci", standalone_mode=False)
+        with unavailable_on_failure(detail=True):
+            result = group.main(args=argv, prog_name="forge-ci", standalone_mode=False)
     except ForgeCIError as exc:
         click.echo(f"forge-ci: {exc.message}", err=True)
         return EXIT_REFUSED
@@ -51,18 +62,49 @@ def settings() -> Settings:
     return value
 
 
+def open_database(*, check_schema: bool = True) -> Database:
+    """This invocation's database, after the checks that name what is missing and the fix.
+
+    The data directory must exist (and, for SQLite, the database file), the database must
+    answer, and (``check_schema``) be at this version's schema. Every command that uses the
+    database opens it here, so each of these problems is one line and exit status 2.
+    The caller disposes of it.
+    """
+    from forge_ci.db import Database, require_database
+
+    config = settings()
+    require_database(config)
+    database = Database(config)
+    try:
+        if check_schema:
+            database.require_current_schema()
+    except BaseException:
+        database.dispose()
+        raise
+    return database
+
+
+def check_database() -> None:
+    """Refuse now (see :func:`open_database`) rather than after a long-running command began."""
+    open_database().dispose()
+
+
+def use_settings(config: Settings) -> None:
+    """Make ``config`` this invocation's settings (a command's options that override them)."""
+    root = click.get_current_context().find_root()
+    if root.obj is None:
+        root.obj = {}
+    root.obj["settings"] = config
+
+
 @contextmanager
 def session_scope(check_schema: bool = True, *, read_only: bool = False) -> Iterator[Session]:
     """A session on a checked database; commits on success, rolls back on error.
 
     ``read_only`` for commands that only show: they neither wait for nor block writers.
     """
-    from forge_ci.db import Database
-
-    database = Database(settings())
+    database = open_database(check_schema=check_schema)
     try:
-        if check_schema:
-            database.require_current_schema()
         with database.session(read_only=read_only) as session:
             yield session
             session.commit()

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import click
 
-from forge_ci.cli.common import settings
+from forge_ci.cli.common import open_database, settings
+from forge_ci.errors import ConfigurationError
 
 
 def _upgrade() -> tuple[str | None, str]:
-    from forge_ci.db import create_db_engine
+    from forge_ci.db import create_db_engine, require_database, unavailable_on_failure
     from forge_ci.migrations import current_revision, head_revision, upgrade
 
-    engine = create_db_engine(settings().database_url)
+    config = settings()
+    require_database(config, create=True)
+    engine = create_db_engine(config.database_url)
     try:
-        before = current_revision(engine)
-        upgrade(engine)
+        with unavailable_on_failure(config.database_url):
+            before = current_revision(engine)
+            upgrade(engine)
         return before, head_revision()
     finally:
         engine.dispose()
@@ -25,7 +29,16 @@ def init() -> None:
     """Create the data directory, host key and secrets, install hooks, migrate the database."""
     from forge_ci.setup import ensure_layout
 
-    for path in ensure_layout(settings()):
+    data_dir = settings().data_dir
+    try:
+        created = ensure_layout(settings())
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and exc.filename != str(data_dir) else ""
+        raise ConfigurationError(
+            f"cannot prepare the data directory {data_dir}: {exc.strerror}{where}; set"
+            " FORGE_CI_DATA_DIR to a directory this user may create or write"
+        ) from None
+    for path in created:
         click.echo(f"created {path}")
     _install_hooks()
     before, head = _upgrade()
@@ -61,11 +74,5 @@ def db_upgrade() -> None:
 @db.command("check")
 def db_check() -> None:
     """Exit 0 when the schema is current, 2 with the fix otherwise."""
-    from forge_ci.db import Database
-
-    database = Database(settings())
-    try:
-        database.require_current_schema()
-    finally:
-        database.dispose()
+    open_database().dispose()
     click.echo("database schema is current")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from forge_ci.cli.common import settings
+from forge_ci.settings import require_data_dir
 
 
 @click.group()
@@ -17,5 +18,6 @@ def hooks_install() -> None:
     """(Re)write pre-receive and reference-transaction into the data directory's hooks/."""
     from hooks.install import install_hooks
 
+    require_data_dir(settings())
     for path in install_hooks(settings()):
         click.echo(f"installed hook {path}")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import click
 
 from forge_ci.authz import Actor
-from forge_ci.cli.common import settings
+from forge_ci.cli.common import open_database
 from forge_ci.db import SessionScope
 
 EXIT_UNSUCCESSFUL = 1
@@ -114,11 +114,8 @@ def follow_logs(
 @click.option("--interval", type=float, default=1.0, hidden=True)
 def logs(full_name: str, number: int, follow: bool, interval: float) -> None:
     """Print the logs of run NUMBER of OWNER/NAME."""
-    from forge_ci.db import Database
-
-    database = Database(settings())
+    database = open_database()
     try:
-        database.require_current_schema()
         outcome = follow_logs(
             database.session,
             Actor.operator(),

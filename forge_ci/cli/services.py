@@ -10,7 +10,7 @@ import logging
 
 import click
 
-from forge_ci.cli.common import settings
+from forge_ci.cli.common import check_database, settings
 
 
 def _log_to_stderr() -> None:
@@ -24,6 +24,7 @@ def ssh_command() -> None:
     """Serve git over SSH on FORGE_CI_SSH_LISTEN until SIGTERM (pushes, clones, fetches)."""
     from ssh.server import serve
 
+    check_database()
     _log_to_stderr()
     serve(settings())
 
@@ -41,5 +42,6 @@ def worker_command(burst: bool, scan_interval: float) -> None:
     """Run RQ jobs (push events) and scan the database for events that were never enqueued."""
     from worker.main import run
 
+    check_database()
     _log_to_stderr()
     run(settings(), burst=burst, scan_interval=scan_interval)

@@ -5,20 +5,31 @@ init ──► private Redis (the default URL) ──► worker, ssh, web ──
            yes: ``provider ensure`` (name local, labels self-hosted,linux, scope all, token
                 in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
            no:  say what is missing; jobs stay queued until a provider comes
-     ──► with --demo: the demo (forge_ci.demo) ──► wait, or stop with --exit-after-demo
+     ──► with --demo: the demo (forge_ci.demo) ──► the ``export`` lines for the CLI
+     ──► wait, or stop with --exit-after-demo ──► stop: provider, web/ssh/worker, Redis last
+
+``--data-dir``, ``--host``, ``--web-port`` and ``--ssh-port`` become the ``FORGE_CI_*``
+variables of ``up`` and its children (options win over the environment).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import socket
+import subprocess
+import sys
 import time
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
-from forge_ci.cli.common import settings
+from forge_ci.cli.common import use_settings
 from forge_ci.errors import Unavailable
-from forge_ci.settings import Settings, load_settings
+from forge_ci.settings import DEFAULT_DATA_DIR, SETTING_VARIABLES, Settings, load_settings
 
 #: Services in start order; each is a ``forge-ci`` subcommand run as a child process.
 SERVICES = ("worker", "ssh", "web", "provider")
@@ -37,6 +48,92 @@ def wait_for_port(host: str, port: int, timeout: float = 30) -> bool:
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def wait_for_line(
+    path: Path, offset: int, text: str, process: subprocess.Popen[bytes], timeout: float = 30
+) -> bool:
+    """Wait until ``text`` appears in the log ``path`` after ``offset``, while ``process`` runs.
+
+    For the SSH server, which prints where it listens once it does: probing its port instead
+    makes it log a failed handshake (with paramiko's traceback) at every start.
+    """
+    needle = text.encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                if needle in handle.read():
+                    return True
+        except FileNotFoundError:
+            pass
+        if process.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _listen(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def up_environment(
+    environ: Mapping[str, str],
+    *,
+    data_dir: Path | None = None,
+    host: str | None = None,
+    web_port: int | None = None,
+    ssh_port: int | None = None,
+) -> dict[str, str]:
+    """The environment of ``up`` and its children: ``environ`` with the options applied.
+
+    Options win over the environment (and the configuration file), and are handed to the
+    children as the same ``FORGE_CI_*`` variables, so every process agrees on one Settings.
+    ``--host`` and a port replace their half of ``ssh_listen`` / ``web_listen`` only.
+    """
+    env = dict(environ)
+    if data_dir is not None:
+        env["FORGE_CI_DATA_DIR"] = str(data_dir.expanduser().absolute())
+    current = load_settings(env)
+    env["FORGE_CI_DATA_DIR"] = str(current.data_dir)
+    for var, (old_host, old_port), port in (
+        ("FORGE_CI_SSH_LISTEN", current.ssh_listen, ssh_port),
+        ("FORGE_CI_WEB_LISTEN", current.web_listen, web_port),
+    ):
+        if host is not None or port is not None:
+            env[var] = _listen(
+                old_host if host is None else host, old_port if port is None else port
+            )
+    return env
+
+
+def cli_hint(env: Mapping[str, str]) -> list[str]:
+    """How to reach this installation with ``forge-ci`` from another shell: every setting
+    variable ``up`` was given (the data directory always), then a command to try."""
+    lines = []
+    for var in ("FORGE_CI_DATA_DIR", *(v for v in SETTING_VARIABLES if v != "FORGE_CI_DATA_DIR")):
+        value = env.get(var)
+        if not value:
+            continue
+        parts = urlsplit(value) if "://" in value else None
+        if parts is not None and parts.password:
+            value = value.replace(f":{parts.password}@", ":***@", 1)
+            lines.append(f"  export {var}={shlex.quote(value)}  # with your password for ***")
+        else:
+            lines.append(f"  export {var}={shlex.quote(value)}")
+    return ["use it from another shell:", *lines, f"  {_forge_ci_command()} user list"]
+
+
+def _forge_ci_command() -> str:
+    """How this ``forge-ci`` is run: its name when it is on PATH, else its full path."""
+    script = Path(sys.executable).parent / "forge-ci"
+    if not script.exists():
+        return f"{shlex.quote(sys.executable)} -m forge_ci"
+    found = shutil.which("forge-ci")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "forge-ci"
+    return shlex.quote(str(script))
 
 
 def _free_port(host: str) -> int:
@@ -79,22 +176,62 @@ def _service_argv(root: click.Group, service: str) -> tuple[str, ...] | None:
 
 
 @click.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Data directory, created when missing."
+    f" [env: FORGE_CI_DATA_DIR; default: {DEFAULT_DATA_DIR}]",
+)
+@click.option(
+    "--host",
+    metavar="HOST",
+    help="Address the web and SSH servers listen on (0.0.0.0: every interface)."
+    " [env: the HOST of FORGE_CI_WEB_LISTEN and FORGE_CI_SSH_LISTEN; default: 127.0.0.1]",
+)
+@click.option(
+    "--web-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Port of the web UI and runner API (0: any free port)."
+    " [env: the PORT of FORGE_CI_WEB_LISTEN; default: 8080]",
+)
+@click.option(
+    "--ssh-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Port of the git SSH server (0: any free port)."
+    " [env: the PORT of FORGE_CI_SSH_LISTEN; default: 2222]",
+)
 @click.option("--demo", is_flag=True, help="Also create a demo user, repository and pipeline.")
 @click.option(
     "--exit-after-demo",
     is_flag=True,
     help="Stop everything once the demo has printed its result (for scripts and tests).",
 )
-def up(demo: bool, exit_after_demo: bool) -> None:
-    """Start web, ssh, worker, a private Redis and (with Docker) a provider."""
+def up(
+    data_dir: Path | None,
+    host: str | None,
+    web_port: int | None,
+    ssh_port: int | None,
+    demo: bool,
+    exit_after_demo: bool,
+) -> None:
+    """Start web, ssh, worker, a private Redis and (with Docker) a provider.
+
+    Options win over the environment variables and the configuration file (see
+    docs/configuration.md); Ctrl-C stops every service, Redis last.
+    """
     from forge_ci.cli import cli as root
     from forge_ci.cli.database import init
     from forge_ci.supervisor import Supervisor, private_redis_socket, redis_child, service_child
 
     ctx = click.get_current_context()
-    ctx.invoke(init)
-    env = {**os.environ, "FORGE_CI_DATA_DIR": str(settings().data_dir)}
+    env = up_environment(
+        os.environ, data_dir=data_dir, host=host, web_port=web_port, ssh_port=ssh_port
+    )
     config = _pin_ephemeral_ports(env)
+    use_settings(config)
+    ctx.invoke(init)
     supervisor = Supervisor(env)
     try:
         socket_path = private_redis_socket(config)
@@ -107,11 +244,20 @@ def up(demo: bool, exit_after_demo: bool) -> None:
             argv = _service_argv(root, service)
             if argv is None or service == "provider":
                 continue
-            supervisor.start(service_child(config, service, argv))
+            child = service_child(config, service, argv)
+            offset = child.log_path.stat().st_size if child.log_path.exists() else 0
+            supervisor.start(child)
             started.append(service)
+            if service == "ssh":
+                ssh = (child, offset)
         # Port 0 ("any free port") was pinned to a concrete port above, so both can be awaited.
-        if "ssh" in started and not wait_for_port(*config.ssh_listen):
-            raise Unavailable(f"the SSH server did not listen on {config.ssh_listen}")
+        if "ssh" in started:
+            child, offset = ssh
+            assert child.process is not None
+            if not wait_for_line(
+                child.log_path, offset, "forge-ci ssh listening on", child.process
+            ):
+                raise Unavailable(f"the SSH server did not listen on {config.ssh_listen}")
         if "web" in started and not wait_for_port(*config.web_listen):
             raise Unavailable(f"the web server did not listen on {config.web_listen}")
         problem = None
@@ -132,8 +278,10 @@ def up(demo: bool, exit_after_demo: bool) -> None:
             from forge_ci.demo import run_demo
 
             run_demo(config, started, echo=click.echo)
-            if exit_after_demo:
-                return
+        for line in cli_hint(env):
+            click.echo(line)
+        if demo and exit_after_demo:
+            return
         click.echo("forge-ci is up; press Ctrl-C to stop")
         dead = supervisor.wait()
         if dead is not None:

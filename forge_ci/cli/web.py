@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from forge_ci.cli.common import settings
+from forge_ci.cli.common import check_database, settings
 
 
 @click.command()
@@ -29,18 +29,13 @@ from forge_ci.cli.common import settings
 )
 def web(dev: bool, workers: int, threads: int) -> None:
     """Serve the web UI and the runner API on FORGE_CI_WEB_LISTEN."""
-    from forge_ci.db import Database
     from web.app import read_secret_key
     from web.server import bind_address, serve_development, serve_gunicorn
 
     config = settings()
     # Refuse here, once, with exit status 2, rather than in every worker as it boots.
+    check_database()
     read_secret_key(config)
-    database = Database(config)
-    try:
-        database.require_current_schema()
-    finally:
-        database.dispose()
     click.echo(f"forge-ci web on http://{bind_address(config)} (public URL {config.public_url})")
     if dev:
         serve_development(config)

@@ -78,6 +78,9 @@ def test_commands_refuse_an_unmigrated_database(
     tmp_path: Path, empty_db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli = Cli(tmp_path / "data", empty_db_url, capsys)
+    cli.data_dir.mkdir()
+    if empty_db_url.startswith("sqlite:"):
+        Path(empty_db_url.removeprefix("sqlite:///")).write_bytes(b"")  # empty, no schema
     line = cli.refused("user", "list")
     assert "run `forge-ci db upgrade`" in line
     line = cli.refused("db", "check")

@@ -46,6 +46,8 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_web_refuses_an_unmigrated_database(data_dir: Path, empty_db_url: str) -> None:
     ensure_layout(make_settings(data_dir, empty_db_url))
+    if empty_db_url.startswith("sqlite:"):
+        Path(empty_db_url.removeprefix("sqlite:///")).write_bytes(b"")  # empty, no schema
     result = _run(_env(data_dir, empty_db_url, _free_port()))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
