@@ -38,11 +38,11 @@ sys.path.insert(0, str(ROOT))
 
 from forge_ci.accounts import add_key, create_user  # noqa: E402
 from forge_ci.authz import Actor  # noqa: E402
+from forge_ci.cli.setup import ensure_layout  # noqa: E402
 from forge_ci.db import Database, create_db_engine  # noqa: E402
 from forge_ci.migrations import upgrade  # noqa: E402
 from forge_ci.repos import create_repository  # noqa: E402
 from forge_ci.settings import load_settings  # noqa: E402
-from forge_ci.setup import ensure_layout  # noqa: E402
 from hooks.install import install_hooks  # noqa: E402
 
 

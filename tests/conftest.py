@@ -206,7 +206,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(data_dir: Path, db_url: str) -> Settings:
-    from forge_ci.setup import ensure_layout
+    from forge_ci.cli.setup import ensure_layout
 
     value = make_settings(data_dir, db_url)
     ensure_layout(value)

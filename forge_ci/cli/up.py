@@ -5,7 +5,7 @@ init ──► private Redis (the default URL) ──► worker, ssh, web ──
            yes: ``provider ensure`` (name local, labels self-hosted,linux, scope all, token
                 in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
            no:  say what is missing; jobs stay queued until a provider comes
-     ──► with --demo: the demo (forge_ci.demo) ──► wait, or stop with --exit-after-demo
+     ──► with --demo: the demo (forge_ci.cli.demo) ──► wait, or stop with --exit-after-demo
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def up(demo: bool, exit_after_demo: bool) -> None:
     """Start web, ssh, worker, a private Redis and (with Docker) a provider."""
     from forge_ci.cli import cli as root
     from forge_ci.cli.database import init
-    from forge_ci.supervisor import Supervisor, private_redis_socket, redis_child, service_child
+    from forge_ci.cli.supervisor import Supervisor, private_redis_socket, redis_child, service_child
 
     ctx = click.get_current_context()
     ctx.invoke(init)
@@ -129,7 +129,7 @@ def up(demo: bool, exit_after_demo: bool) -> None:
         if missing:
             click.echo(f"not available in this version: {', '.join(missing)}")
         if demo:
-            from forge_ci.demo import run_demo
+            from forge_ci.cli.demo import run_demo
 
             run_demo(config, started, echo=click.echo)
             if exit_after_demo:
