@@ -49,13 +49,14 @@ def test_a_forbidden_import_is_caught(tmp_path: Path) -> None:
 #: What the runner may import from the core: the wire types and the expression language (both
 #: standard library only) and the lazy package modules above them.
 RUNNER_CORE_IMPORTS = ("forge_ci", "forge_ci.protocol", "forge_ci.workflow")
-RUNNER_CORE_PREFIXES = ("forge_ci.workflow.expressions",)
+RUNNER_CORE_PREFIXES = ("forge_ci.protocol.", "forge_ci.workflow.expressions")
 
 
 def _runner_files() -> list[Path]:
     files = list((REPO_ROOT / "worker" / "runner").rglob("*.py"))
     files += list((REPO_ROOT / "forge_ci" / "workflow" / "expressions").rglob("*.py"))
-    files += [REPO_ROOT / "forge_ci" / "protocol.py", REPO_ROOT / "forge_ci" / "__init__.py"]
+    files += list((REPO_ROOT / "forge_ci" / "protocol").rglob("*.py"))
+    files.append(REPO_ROOT / "forge_ci" / "__init__.py")
     files.append(REPO_ROOT / "forge_ci" / "workflow" / "__init__.py")
     return files
 
