@@ -26,6 +26,8 @@ from forge_ci.protocol.fields import (
 
 #: Version of the ``assignment`` object sent on claim (independent of the HTTP protocol).
 ASSIGNMENT_VERSION: Final = 1
+#: ``uses`` of the built-in checkout step (the workflow engine plans it, the runner runs it).
+CHECKOUT: Final = "forge-ci/checkout@v1"
 
 
 # --- The assignment ------------------------------------------------------------------------------
@@ -88,7 +90,7 @@ class AssignmentStep:
 
     id: str
     name: str | dict[str, Any]
-    #: ``"forge-ci/checkout@v1"`` for the built-in checkout, ``""`` for a ``run`` step.
+    #: :data:`CHECKOUT` for the built-in checkout, ``""`` for a ``run`` step.
     uses: str
     #: The script (``""`` for a ``uses`` step); may be a runtime template.
     run: str | dict[str, Any]

@@ -19,10 +19,21 @@ from forge_ci.protocol.fields import invalid, kind, loads, parse_object, parse_t
 
 #: Version of the runner's standard-input envelope.
 RUNNER_INPUT_VERSION: Final = 1
-#: Where the provider mounts the per-attempt runner API socket in the job container.
-RUNNER_API_SOCKET: Final = "/run/forge-ci/api.sock"
+# Where things are in the job container (the provider mounts them; deploy/runner.Dockerfile
+# creates the mount points)::
+#
+#   /workspace/              RUNNER_WORKSPACE: the attempt's workspace volume
+#   /run/forge-ci/           RUNNER_SOCKET_DIR: the per-attempt directory, mounted read-only
+#     api.sock               RUNNER_API_SOCKET: the runner API, forwarded for this attempt only
+
 #: Where the provider mounts the attempt's workspace volume.
 RUNNER_WORKSPACE: Final = "/workspace"
+#: Where the provider mounts the per-attempt directory that holds the runner API socket.
+RUNNER_SOCKET_DIR: Final = "/run/forge-ci"
+#: The socket's file name in that directory (the provider binds it on the host side).
+RUNNER_API_SOCKET_NAME: Final = "api.sock"
+#: The runner API socket as the runner sees it.
+RUNNER_API_SOCKET: Final = f"{RUNNER_SOCKET_DIR}/{RUNNER_API_SOCKET_NAME}"
 #: The envelope is at most this long (the plan is at most 1 MiB; secrets and contexts add some).
 MAX_RUNNER_INPUT_BYTES: Final = 8 * 1024 * 1024
 #: Bounds of ``step_minute_seconds``.

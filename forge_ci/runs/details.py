@@ -108,7 +108,7 @@ def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
         name = step.get("name")
         step_id = str(step["id"])
         steps.append(
-            StepDetail(step_id, name if isinstance(name, str) else step_id, "pending", None)
+            StepDetail(step_id, name if isinstance(name, str) else step_id, states.PENDING, None)
         )
     return tuple(steps)
 

@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from forge_ci import states
 from forge_ci.authz import Role, role_in
 from forge_ci.coordinator.blockers import Blocker, queue_blockers
 from forge_ci.repos import find_repository
@@ -63,13 +64,12 @@ def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
 
 def controls(can_manage: bool, details: RunDetails) -> dict[str, bool]:
     """Which run buttons apply now (all False for people who may not use them)."""
-    unsuccessful = ("failure", "cancelled", "timed_out", "lost")
     return {
         "cancel": can_manage and not details.is_terminal,
         "rerun": can_manage and details.is_terminal,
         "rerun_failed": can_manage
         and details.is_terminal
-        and any(job.conclusion in unsuccessful for job in details.jobs),
+        and any(job.conclusion in states.UNSUCCESSFUL for job in details.jobs),
     }
 
 
@@ -79,7 +79,7 @@ def waiting_for(details: RunDetails) -> dict[int, str]:
     unfinished = {job.id for job in details.jobs if not job.is_terminal}
     result = {}
     for job in details.jobs:
-        if job.state == "waiting":
+        if job.state == states.WAITING:
             result[job.id] = ", ".join(sorted({names[n] for n in job.needs if n in unfinished}))
     return result
 
@@ -88,7 +88,7 @@ def job_note(job: JobDetail, blocker: Blocker | None, waiting: dict[int, str]) -
     """One sentence under the job: why it waits, or why the server decided its fate."""
     if blocker is not None:
         return blocker.message
-    if job.state == "waiting" and waiting.get(job.id):
+    if job.state == states.WAITING and waiting.get(job.id):
         return f"Waiting for {waiting[job.id]}."
     if job.status_reason:
         return job.status_reason

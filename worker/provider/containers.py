@@ -53,13 +53,20 @@ from forge_ci.errors import (
     PermissionDenied,
     Unavailable,
 )
+from forge_ci.protocol import (
+    RUNNER_API_SOCKET,
+    RUNNER_API_SOCKET_NAME,
+    RUNNER_SOCKET_DIR,
+    RUNNER_WORKSPACE,
+)
 
 JOB_UID = 10001
 JOB_GID = 10001
 DEFAULT_RUNNER_IMAGE = "forge-ci-runner:latest"
-WORKSPACE_PATH = "/workspace"
-SOCKET_DIR_PATH = "/run/forge-ci"
-API_SOCKET_NAME = "api.sock"
+# The mount points, as the runner expects them (forge_ci.protocol.runner_input draws them).
+WORKSPACE_PATH = RUNNER_WORKSPACE
+SOCKET_DIR_PATH = RUNNER_SOCKET_DIR
+API_SOCKET_NAME = RUNNER_API_SOCKET_NAME
 NO_NETWORK = "none"
 
 LABEL_PROVIDER = "forge-ci.provider"
@@ -500,7 +507,7 @@ class DockerDriver:
             "environment": {
                 "HOME": "/tmp",
                 "TMPDIR": "/tmp",
-                "FORGE_CI_RUNNER_SOCKET": f"{SOCKET_DIR_PATH}/{API_SOCKET_NAME}",
+                "FORGE_CI_RUNNER_SOCKET": RUNNER_API_SOCKET,
             },
             "labels": {
                 **self._labels(spec.attempt_id, "job"),
