@@ -12,7 +12,7 @@ import pygit2
 import pytest
 
 from forge_ci.cli import main
-from tests.forge_ci.keys import fingerprint, make_key
+from forge_ci_testing.keys import fingerprint, make_key
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
