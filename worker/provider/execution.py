@@ -38,12 +38,8 @@ from forge_ci.protocol import (
     RunnerInput,
     request_body,
 )
-from worker.provider.containers import (
-    NO_NETWORK,
-    DockerDriver,
-    JobContainer,
-    JobContainerSpec,
-)
+from worker.provider.containers import DockerDriver
+from worker.provider.jobspec import NO_NETWORK, JobContainer, JobContainerSpec
 from worker.provider.relay import Relay
 from worker.provider.socket_dirs import api_socket_path, make_socket_dir, remove_socket_dir
 from worker.provider.upstream import Server

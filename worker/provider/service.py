@@ -36,8 +36,9 @@ from worker.provider.claims import (
     ProviderRefused,
     Stopped,
 )
-from worker.provider.containers import NO_NETWORK, DockerDriver, JobLimits
+from worker.provider.containers import DockerDriver
 from worker.provider.execution import AttemptExecutor
+from worker.provider.jobspec import NO_NETWORK, JobLimits
 from worker.provider.socket_dirs import remove_socket_dir
 from worker.provider.state import ClaimRecord, ProviderState
 from worker.provider.upstream import Server
