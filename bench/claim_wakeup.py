@@ -1,6 +1,6 @@
 """How soon a waiting (long-poll) claim receives a job queued while it waits.
 
-    PYTHONPATH=. python bench/claim_wakeup.py [--rounds 20]
+    python bench/claim_wakeup.py [--rounds 20]
 
 The runner protocol's goal: an idle provider receives a new job within about 100 ms of it
 becoming queued. Each round starts a claim that waits (in a thread, like a web worker), queues
@@ -18,7 +18,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,14 +25,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench._setup import bench_settings, postgres_url, queue_run, seed  # noqa: E402
-from forge_ci.coordinator.credentials import new_request_id, new_token  # noqa: E402
-from forge_ci.coordinator.service import Coordinator  # noqa: E402
-from forge_ci.coordinator.wakeups import WakeupListener, install_publisher  # noqa: E402
-from forge_ci.db import Database  # noqa: E402
-from forge_ci.protocol import ClaimRequest  # noqa: E402
+from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.service import Coordinator
+from forge_ci.coordinator.wakeups import WakeupListener, install_publisher
+from forge_ci.db import Database
+from forge_ci.protocol import ClaimRequest
+from forge_ci_testing.seeding import bench_settings, postgres_url, queue_run, seed
 
 GOAL = 0.100
 WAIT_SECONDS = 10

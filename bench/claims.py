@@ -1,6 +1,6 @@
 """Claims per second and claim latency with N concurrent providers, on both databases.
 
-    PYTHONPATH=. python bench/claims.py [--providers 8] [--jobs 400] [--repositories 5]
+    python bench/claims.py [--providers 8] [--jobs 400] [--repositories 5]
 
 Each provider is a forked process with its own engine that claims until the queue is empty
 (no waiting). Prints throughput and the latency distribution of successful claims. PostgreSQL
@@ -12,18 +12,14 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench._setup import bench_settings, postgres_url, seed  # noqa: E402
-from forge_ci.coordinator import claims  # noqa: E402
-from forge_ci.coordinator.credentials import new_request_id, new_token  # noqa: E402
-from forge_ci.db import Database  # noqa: E402
-from forge_ci.protocol import ClaimRequest  # noqa: E402
-from forge_ci.settings import Settings  # noqa: E402
+from forge_ci.coordinator import claims
+from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.db import Database
+from forge_ci.protocol import ClaimRequest
+from forge_ci.settings import Settings
+from forge_ci_testing.seeding import bench_settings, postgres_url, seed
 
 
 def _claimer(args: tuple[Settings, str]) -> list[float]:

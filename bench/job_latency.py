@@ -24,20 +24,18 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlalchemy import func, select
+
+from forge_ci.models import Attempt, Job, LogRecord, Repository, Run
+from forge_ci_testing.forge import Forge, wait_for, workflow
+from forge_ci_testing.redis import RedisServer
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from sqlalchemy import func, select  # noqa: E402
-
-from forge_ci.models import Attempt, Job, LogRecord, Repository, Run  # noqa: E402
-from tests.conftest import RedisServer  # noqa: E402
-from tests.e2e.forge import Forge, wait_for, workflow  # noqa: E402
 
 WORKFLOW = workflow(
     """\

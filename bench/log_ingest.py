@@ -1,6 +1,6 @@
 """Log ingestion throughput with 64 issued secrets versus none (only the attempt credential).
 
-    PYTHONPATH=. python bench/log_ingest.py [--megabytes 8] [--chunk 32768]
+    python bench/log_ingest.py [--megabytes 8] [--chunk 32768]
 
 Measures MB/s (best of three passes) of text stored through the whole log path
 (authentication, masking with the sealed carry-over, storage, one transaction per chunk) on
@@ -16,20 +16,16 @@ from __future__ import annotations
 import argparse
 import random
 import string
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench._setup import bench_settings, plan_job, seed  # noqa: E402
-from forge_ci.coordinator.credentials import new_request_id, new_token  # noqa: E402
-from forge_ci.coordinator.service import Coordinator  # noqa: E402
-from forge_ci.db import Database  # noqa: E402
-from forge_ci.masking import EMPTY, Masker, patterns_for  # noqa: E402
-from forge_ci.protocol import ClaimRequest, LogRequest, StartRequest  # noqa: E402
+from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.service import Coordinator
+from forge_ci.db import Database
+from forge_ci.masking import EMPTY, Masker, patterns_for
+from forge_ci.protocol import ClaimRequest, LogRequest, StartRequest
+from forge_ci_testing.seeding import bench_settings, plan_job, seed
 
 SECRETS = 64
 MANY_SECRETS = 512

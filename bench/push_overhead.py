@@ -6,7 +6,8 @@ Pushes one new commit at a time, in turn, to three places:
   reference-transaction prepared + committed), intents recorded and committed, the push event
   confirmed, pinned and enqueued;
 - ``plain``:  a repository served by the *same* server process with no hooks and no events
-  (the ``unhooked`` test fault);
+  (the server is ``python -m forge_ci_testing.unhooked_ssh bench/plain``, which switches that
+  one repository's hooks off in Python; no setting can make ``forge-ci ssh`` do that);
 - ``file``:   a bare repository pushed to over ``file://``, without SSH or forge-ci.
 
 and prints the median and 90th percentile wall time of each, the hooks' cost (hooked - plain,
@@ -33,17 +34,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from forge_ci.accounts import add_key, create_user
+from forge_ci.authz import Actor
+from forge_ci.cli.setup import ensure_layout
+from forge_ci.db import Database, create_db_engine
+from forge_ci.migrations import upgrade
+from forge_ci.repos import create_repository
+from forge_ci.settings import load_settings
+from hooks.install import install_hooks
 
-from forge_ci.accounts import add_key, create_user  # noqa: E402
-from forge_ci.authz import Actor  # noqa: E402
-from forge_ci.db import Database, create_db_engine  # noqa: E402
-from forge_ci.migrations import upgrade  # noqa: E402
-from forge_ci.repos import create_repository  # noqa: E402
-from forge_ci.settings import load_settings  # noqa: E402
-from forge_ci.setup import ensure_layout  # noqa: E402
-from hooks.install import install_hooks  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -96,8 +96,6 @@ def prepare(base: Path, database_url: str | None, redis_url: str) -> dict[str, s
         "FORGE_CI_DATA_DIR": str(data),
         "FORGE_CI_SSH_LISTEN": "127.0.0.1:0",
         "FORGE_CI_REDIS_URL": redis_url,
-        "FORGE_CI_TESTING": "1",
-        "FORGE_CI_TEST_FAULTS": "unhooked=bench/plain",
     }
     if database_url:
         env["FORGE_CI_DATABASE_URL"] = database_url
@@ -127,7 +125,7 @@ def measure(iterations: int, database_url: str | None) -> None:
     try:
         env = prepare(base, database_url, redis_url)
         server = subprocess.Popen(
-            [sys.executable, "-m", "forge_ci", "ssh"],
+            [sys.executable, "-m", "forge_ci_testing.unhooked_ssh", "bench/plain"],
             env={**os.environ, "PYTHONPATH": str(ROOT), **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """Run pages of a 256-job run with a 64 MiB log, served by gunicorn, on both databases.
 
-    PYTHONPATH=. python bench/web_pages.py [-n 30] [--dev]
+    python bench/web_pages.py [-n 30] [--dev]
 
 The goal (issue #8): the run page and the first log page are each served in under 200 ms.
 
@@ -59,23 +59,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import pygit2
+from pygit2.enums import FileMode
+from sqlalchemy import func, select
 
-import pygit2  # noqa: E402
-from pygit2.enums import FileMode  # noqa: E402
-from sqlalchemy import func, select  # noqa: E402
-
-from bench._setup import OPERATOR, bench_settings, postgres_url  # noqa: E402
-from forge_ci.accounts import create_user  # noqa: E402
-from forge_ci.authz import Actor, Role  # noqa: E402
-from forge_ci.coordinator.credentials import new_request_id, new_token  # noqa: E402
-from forge_ci.coordinator.providers import create_provider, pause_provider  # noqa: E402
-from forge_ci.coordinator.service import Coordinator  # noqa: E402
-from forge_ci.db import Database  # noqa: E402
-from forge_ci.gitstore import repository_path  # noqa: E402
-from forge_ci.models import Attempt, Job, LogRecord  # noqa: E402
-from forge_ci.protocol import (  # noqa: E402
+from forge_ci.accounts import create_user
+from forge_ci.authz import Actor, Role
+from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.providers import create_provider, pause_provider
+from forge_ci.coordinator.service import Coordinator
+from forge_ci.db import Database
+from forge_ci.gitstore import repository_path
+from forge_ci.models import Attempt, Job, LogRecord
+from forge_ci.protocol import (
     Assignment,
     ClaimRequest,
     CompleteRequest,
@@ -83,9 +79,12 @@ from forge_ci.protocol import (  # noqa: E402
     StartRequest,
     StepRequest,
 )
-from forge_ci.repos import create_repository, grant  # noqa: E402
-from forge_ci.runs.dispatch import dispatch_run  # noqa: E402
-from forge_ci.settings import Settings  # noqa: E402
+from forge_ci.repos import create_repository, grant
+from forge_ci.runs.dispatch import dispatch_run
+from forge_ci.settings import Settings
+from forge_ci_testing.seeding import OPERATOR, bench_settings, postgres_url
+
+ROOT = Path(__file__).resolve().parents[1]
 
 GOAL_MS = 200.0
 REPO = "bench/app"

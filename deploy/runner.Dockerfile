@@ -15,7 +15,7 @@
 # network configuration, no resource limits.
 #
 #   /opt/forge-ci/          root-owned, read-only at run time (read_only rootfs)
-#     forge_ci/__init__.py  forge_ci/protocol.py     wire types, standard library only
+#     forge_ci/__init__.py  forge_ci/protocol/       wire types, standard library only
 #     forge_ci/workflow/__init__.py                  lazy: imports nothing until asked
 #     forge_ci/workflow/expressions/                 the expression language, stdlib only
 #     worker/__init__.py    worker/runner/           the runner, standard library only
@@ -45,7 +45,8 @@ RUN if command -v groupadd >/dev/null && command -v useradd >/dev/null; then \
     install -d -o 10001 -g 10001 -m 0755 /workspace; \
     install -d -o root -g root -m 0755 /run/forge-ci
 
-COPY forge_ci/__init__.py forge_ci/protocol.py /opt/forge-ci/forge_ci/
+COPY forge_ci/__init__.py /opt/forge-ci/forge_ci/
+COPY forge_ci/protocol/ /opt/forge-ci/forge_ci/protocol/
 COPY forge_ci/workflow/__init__.py /opt/forge-ci/forge_ci/workflow/
 COPY forge_ci/workflow/expressions/ /opt/forge-ci/forge_ci/workflow/expressions/
 COPY worker/__init__.py /opt/forge-ci/worker/

@@ -20,8 +20,7 @@ import pygit2
 from forge_ci.errors import NotFound
 
 # refs/forge-ci/: forge-ci's own namespace; never advertised to clients, never writable by pushes.
-# Defined beside the hook wire format, which the (pygit2-free) hook programs import.
-from forge_ci.hookwire import INTERNAL_REF_PREFIX as INTERNAL_REF_PREFIX
+from forge_ci.refs import INTERNAL_REF_PREFIX as INTERNAL_REF_PREFIX
 
 
 def repository_path(repositories_dir: Path, owner: str, name: str) -> Path:

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from forge_ci.refs import Update, events_in
+
 MAGIC = "forge-ci-hook 1"
 END = "."
 #: The most a request may hold: pushes of tens of thousands of refs still fit.
@@ -54,8 +56,8 @@ ENV_ANSWER_KEY = "FORGE_CI_PUSH_ANSWER_KEY"
 ENV_PUSHER = "FORGE_CI_PUSHER"
 ENV_REPOSITORY = "FORGE_CI_REPOSITORY"
 
-#: Refs forge-ci writes itself; updates to them are never recorded as push events.
-INTERNAL_REF_PREFIX = "refs/forge-ci/"
+#: The hook whose requests carry only the updates that make events (see decode_request).
+REFERENCE_TRANSACTION = "reference-transaction"
 
 
 class WireError(ValueError):
@@ -63,17 +65,13 @@ class WireError(ValueError):
 
 
 @dataclass(frozen=True)
-class Update:
-    """One ref update exactly as git reports it to a hook."""
-
-    old: str
-    new: str
-    ref: str
-
-
-@dataclass(frozen=True)
 class Request:
-    """What a hook asks: its name, git's phase (``-`` for pre-receive), the push, the updates."""
+    """What a hook asks: its name, git's phase (``-`` for pre-receive), the push, the updates.
+
+    For ``reference-transaction``, :func:`decode_request` keeps only the updates that make push
+    events (:func:`forge_ci.refs.makes_event`), so the parent's handlers never filter again.
+    pre-receive gets every update: it must see (and refuse) pushes into ``refs/forge-ci/``.
+    """
 
     hook: str
     phase: str
@@ -87,27 +85,6 @@ class Answer:
 
     ok: bool
     message: str = ""
-
-
-def is_zero(oid: str) -> bool:
-    """True for git's null object id (``0000...``), meaning "no such ref" on either side."""
-    return oid.strip("0") == ""
-
-
-def events_in(updates: list[Update] | tuple[Update, ...]) -> list[Update]:
-    """The updates that make push events: real ref moves outside forge-ci's own namespace.
-
-    Git's ``reference-transaction`` input also carries entries that move nothing: ``HEAD`` when
-    the pushed branch is HEAD's target (a reflog-only mirror of the branch update; a push *to*
-    HEAD is refused by pre-receive before any transaction), and ``0000 -> 0000`` when git deletes
-    a ref from packed-refs. Those are dropped, like updates of forge-ci's own pins. The hook
-    applies the same filter, so that a transaction with nothing to record costs no round trip.
-    """
-    return [
-        u
-        for u in updates
-        if u.old != u.new and u.ref != "HEAD" and not u.ref.startswith(INTERNAL_REF_PREFIX)
-    ]
 
 
 def parse_updates(text: str) -> tuple[Update, ...]:
@@ -156,7 +133,12 @@ def decode_request(data: bytes) -> Request:
     fields = line.split(" ")
     if len(fields) != 3 or not all(fields):
         raise WireError("the request's second line is not '<hook> <phase> <session>'")
-    return Request(fields[0], fields[1], fields[2], parse_updates(body))
+    updates = parse_updates(body)
+    if fields[0] == REFERENCE_TRANSACTION:
+        # The one place the rule is applied in Python (the bash hook applies it too, to skip a
+        # round trip): HEAD's reflog mirror, 0000 -> 0000 and forge-ci's own pins are no events.
+        updates = events_in(updates)
+    return Request(fields[0], fields[1], fields[2], updates)
 
 
 def encode_answer(answer: Answer, answer_key: str) -> bytes:

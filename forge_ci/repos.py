@@ -22,6 +22,37 @@ def find_repository(session: Session, actor: Actor, full_name: str, needed: Role
 
     Unknown and unreadable repositories both raise the same NotFound.
     """
+    return repository_access(session, actor, full_name, needed).repository
+
+
+@dataclass(frozen=True)
+class RepositoryAccess:
+    """A repository and the actor's role in it, established by one lookup.
+
+    Made by :func:`repository_access`, which checked the role asked for. A page that calls several
+    use cases of one repository looks it up once and hands this to the ``..._in`` variants,
+    which check the role they need against :attr:`role` instead of querying again.
+    """
+
+    actor: Actor
+    repository: Repository
+    #: The actor's effective role when the lookup was made (at least the one checked).
+    role: Role
+
+    def require(self, needed: Role) -> Repository:
+        """The repository, or PermissionDenied (as :func:`require_role`) below ``needed``."""
+        if self.role < needed:
+            raise PermissionDenied(
+                f"{needed.label} access to {self.repository.full_name} is required; "
+                f"you have {self.role.label}"
+            )
+        return self.repository
+
+
+def repository_access(
+    session: Session, actor: Actor, full_name: str, needed: Role = Role.READ
+) -> RepositoryAccess:
+    """Look ``owner/name`` up and check ``needed`` (NotFound when the actor cannot read it)."""
     try:
         owner, name = split_full_name(full_name)
     except InvalidInput:
@@ -31,8 +62,7 @@ def find_repository(session: Session, actor: Actor, full_name: str, needed: Role
     )
     if repo is None:
         raise NotFound(f"repository {full_name} not found")
-    require_role(session, actor, repo, needed)
-    return repo
+    return RepositoryAccess(actor, repo, require_role(session, actor, repo, needed))
 
 
 def create_repository(

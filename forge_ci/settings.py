@@ -26,14 +26,14 @@ MAX_LEASE_SECONDS = 3600.0
 
 
 #: Fault points the code honours when testing is on (see docs/configuration.md, "Testing").
+#: A fault may only delay or shorten things, making something fail sooner; none may skip or
+#: weaken a check, since a deployed server with FORGE_CI_TESTING=1 would honour it too.
 KNOWN_TEST_FAULTS = frozenset(
     {
         # The SSH parent pauses at these points of a push (until its marker file is removed).
         "pause-before-record",
         "pause-before-prepared-answer",
         "pause-before-committed-mark",
-        # Pushes to OWNER/NAME run without hooks and record nothing (benchmark baseline).
-        "unhooked",
         # A job's timeout-minutes counts minutes of this many seconds (job timeout tests).
         "job-minute-seconds",
     }

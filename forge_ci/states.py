@@ -37,31 +37,40 @@ UNSUCCESSFUL: Final = frozenset({FAILURE, CANCELLED, TIMED_OUT, LOST})
 
 # --- States -----------------------------------------------------------------------------------
 
+#: A job whose ``needs`` have not all finished.
+WAITING: Final = "waiting"
+#: A run or job ready to be claimed.
+QUEUED: Final = "queued"
+#: An attempt claimed by a provider, not yet started by its runner.
+LEASED: Final = "leased"
+#: A step the runner has not reached yet.
+PENDING: Final = "pending"
+RUNNING: Final = "running"
 COMPLETED: Final = "completed"
 
 RUN_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    "queued": frozenset({"running", COMPLETED}),
-    "running": frozenset({COMPLETED}),
+    QUEUED: frozenset({RUNNING, COMPLETED}),
+    RUNNING: frozenset({COMPLETED}),
     COMPLETED: frozenset(),
 }
 
 JOB_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    "waiting": frozenset({"queued", COMPLETED}),
-    "queued": frozenset({"running", COMPLETED}),
+    WAITING: frozenset({QUEUED, COMPLETED}),
+    QUEUED: frozenset({RUNNING, COMPLETED}),
     # running -> queued never happens: a lost attempt is `lost`, not retried behind the user's back.
-    "running": frozenset({COMPLETED}),
+    RUNNING: frozenset({COMPLETED}),
     COMPLETED: frozenset(),
 }
 
 ATTEMPT_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    "leased": frozenset({"running", COMPLETED}),
-    "running": frozenset({COMPLETED}),
+    LEASED: frozenset({RUNNING, COMPLETED}),
+    RUNNING: frozenset({COMPLETED}),
     COMPLETED: frozenset(),
 }
 
 STEP_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    "pending": frozenset({"running", COMPLETED}),
-    "running": frozenset({COMPLETED}),
+    PENDING: frozenset({RUNNING, COMPLETED}),
+    RUNNING: frozenset({COMPLETED}),
     COMPLETED: frozenset(),
 }
 

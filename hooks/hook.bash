@@ -46,7 +46,7 @@ request="@MAGIC@"$'\n'"$hook $phase $session"$'\n'
 count=0
 while IFS= read -r line || [ -n "$line" ]; do
     if [ "$hook" = reference-transaction ]; then
-        # Entries that move nothing are not sent (forge_ci.hookwire.events_in, the same rule):
+        # Entries that move nothing are not sent (forge_ci.refs.makes_event, the same rule):
         # HEAD's reflog-only mirror, 0000 -> 0000 from packed-refs, forge-ci's own pins.
         old=${line%% *}
         rest=${line#* }

@@ -18,6 +18,7 @@ from pathlib import Path
 from forge_ci import hookwire
 from forge_ci.errors import ConfigurationError
 from forge_ci.hookchecks import REQUIRED_HOOKS, git_problem
+from forge_ci.refs import INTERNAL_REF_PREFIX
 from forge_ci.settings import Settings
 
 TEMPLATE = Path(__file__).with_name("hook.bash")
@@ -41,7 +42,7 @@ def hook_program(bash: str) -> str:
         "@ENV_PORT@": hookwire.ENV_PORT,
         "@ENV_ANSWER_KEY@": hookwire.ENV_ANSWER_KEY,
         "@MAGIC@": hookwire.MAGIC,
-        "@INTERNAL_PREFIX@": hookwire.INTERNAL_REF_PREFIX,
+        "@INTERNAL_PREFIX@": INTERNAL_REF_PREFIX,
         "@ANSWER_TIMEOUT@": str(ANSWER_TIMEOUT),
     }
     for placeholder, value in values.items():

@@ -19,11 +19,11 @@ import time
 
 import paramiko
 
-from forge_ci import hookwire
 from forge_ci.authz import Actor
 from forge_ci.db import unavailable_on_failure
 from forge_ci.errors import ForgeCIError, NotFound
 from forge_ci.gitstore import repository_path
+from forge_ci.refs import INTERNAL_REF_PREFIX
 from forge_ci.repos import find_repository
 from ssh.auth import GitServerInterface, Pusher
 from ssh.commands import parse_command
@@ -175,7 +175,7 @@ def _run_upload_pack(
     env = ctx.git_environment()
     if git_protocol:
         env["GIT_PROTOCOL"] = git_protocol
-    hidden = hookwire.INTERNAL_REF_PREFIX.rstrip("/")
+    hidden = INTERNAL_REF_PREFIX.rstrip("/")
     process = subprocess.Popen(
         ["git", "-c", f"transfer.hideRefs={hidden}", "upload-pack", "--strict", str(path)],
         stdin=subprocess.PIPE,

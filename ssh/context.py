@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from forge_ci.db import Database
 from forge_ci.queueing import JobQueue
@@ -15,6 +15,11 @@ class ServerContext:
     settings: Settings
     database: Database
     queue: JobQueue
+    #: Repositories (``owner/name``) whose pushes run without hooks and record nothing: the
+    #: push benchmark's baseline only, which builds its server in Python
+    #: (``forge_ci_testing.unhooked_ssh``). ``forge-ci ssh`` never sets it, and no setting or
+    #: environment variable reaches it, so a deployed server always requires its hooks.
+    unhooked: frozenset[str] = field(default=frozenset())
 
     def git_environment(self, **extra: str) -> dict[str, str]:
         """The environment of a git child: a clean minimum, never the server's own.

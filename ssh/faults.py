@@ -1,9 +1,10 @@
-"""Fault points for the crash tests and the benchmark (``FORGE_CI_TEST_FAULTS``).
+"""Fault points for the crash tests (``FORGE_CI_TEST_FAULTS``).
 
 Inert unless the settings carry the named fault, which they only do with ``FORGE_CI_TESTING=1``.
 A pause writes ``<run dir>/fault-<name>`` (holding this process id) and waits until the file is
 removed, so a test can kill the server at exactly that point, or change the world and let it go
-on.
+on. A fault can only hold a push up; none skips a check (the benchmark's push without hooks is
+not a fault: see ``ServerContext.unhooked``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,3 @@ def pause_at(settings: Settings, name: str) -> None:
     marker.write_text(str(os.getpid()))
     while marker.exists():
         time.sleep(0.01)
-
-
-def unhooked(settings: Settings, full_name: str) -> bool:
-    """True when the benchmark asked for pushes to ``full_name`` to run without hooks."""
-    fault = settings.test_fault("unhooked")
-    return fault is not None and full_name in fault.argument.split("+")

@@ -39,6 +39,7 @@ from forge_ci.locks import repository_lock
 from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates
 from forge_ci.pushes.settling import confirm_updates, settle_repository
+from forge_ci.refs import INTERNAL_REF_PREFIX
 from ssh import faults
 from ssh.auth import Pusher
 from ssh.context import ServerContext
@@ -78,7 +79,7 @@ def run_receive_pack(
     Raises ForgeCIError when the push is refused before git starts (the caller tells the client).
     """
     settings = ctx.settings
-    hooked = not faults.unhooked(settings, full_name)
+    hooked = full_name not in ctx.unhooked  # always, unless the push benchmark built this server
     if hooked:
         require_hooks(settings.hooks_dir)
     owner, name = full_name.split("/", 1)
@@ -95,7 +96,7 @@ def run_receive_pack(
         if git_protocol:
             env["GIT_PROTOCOL"] = git_protocol
         # Passed on the command line as well: whatever a repository's config says, these win.
-        command = ["git", "-c", f"transfer.hideRefs={hookwire.INTERNAL_REF_PREFIX.rstrip('/')}"]
+        command = ["git", "-c", f"transfer.hideRefs={INTERNAL_REF_PREFIX.rstrip('/')}"]
         if hooked:
             command += ["-c", f"core.hooksPath={settings.hooks_dir}"]
         else:

@@ -40,7 +40,14 @@ def load_host_key(path: Path) -> paramiko.PKey:
 class SshServer:
     """A bound SSH server; :meth:`serve_forever` until :meth:`close`."""
 
-    def __init__(self, settings: Settings, database: Database | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        database: Database | None = None,
+        *,
+        unhooked: frozenset[str] = frozenset(),
+    ) -> None:
+        """``unhooked``: see :attr:`ssh.context.ServerContext.unhooked` (benchmark only)."""
         self.settings = settings
         self.host_key = load_host_key(settings.host_key_path)
         self._owns_database = database is None
@@ -57,7 +64,9 @@ class SshServer:
                 "; ".join(problems),
             )
         queue = JobQueue(settings)
-        self.context = ServerContext(settings=settings, database=self.database, queue=queue)
+        self.context = ServerContext(
+            settings=settings, database=self.database, queue=queue, unhooked=unhooked
+        )
         # Import RQ and make the Redis client now (no connection yet), so that the first push
         # does not pay for the imports.
         queue.prepare()
@@ -134,12 +143,15 @@ class SshServer:
             self.database.dispose()
 
 
-def serve(settings: Settings) -> None:
-    """Run the server until SIGTERM or SIGINT (``forge-ci ssh``); finish open pushes first."""
+def serve(settings: Settings, *, unhooked: frozenset[str] = frozenset()) -> None:
+    """Run the server until SIGTERM or SIGINT (``forge-ci ssh``); finish open pushes first.
+
+    ``forge-ci ssh`` passes no ``unhooked``: every push of a deployed server needs its hooks.
+    """
     import signal
 
     logging.getLogger("paramiko").setLevel(logging.WARNING)
-    server = SshServer(settings)
+    server = SshServer(settings, unhooked=unhooked)
     host, port = server.address
     # The first line on stdout, so that scripts (and tests) can find a port chosen by the OS.
     print(f"forge-ci ssh listening on {host}:{port}", flush=True)

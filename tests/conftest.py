@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from forge_ci.db import Database, create_db_engine
 from forge_ci.migrations import upgrade
 from forge_ci.settings import Settings, load_settings
+from forge_ci_testing import redis as testing_redis
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("FORGE_CI_REQUIRE_ALL") == "1"
@@ -210,7 +211,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(data_dir: Path, db_url: str) -> Settings:
-    from forge_ci.setup import ensure_layout
+    from forge_ci.cli.setup import ensure_layout
 
     value = make_settings(data_dir, db_url)
     ensure_layout(value)
@@ -233,61 +234,14 @@ def session(database: Database) -> Iterator[Session]:
 # --- Redis --------------------------------------------------------------------------------------
 
 
-class RedisServer:
-    """A private redis-server on a Unix socket, stopped at the end of the test session."""
+class RedisServer(testing_redis.RedisServer):
+    """The support package's Redis; a missing redis-server skips the test (see ``need``)."""
 
     def __init__(self, directory: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            need("redis-server not installed (apt-get install redis-server)")
-        assert binary is not None
-        self.directory = directory
-        self.socket = directory / "redis.sock"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.binary = binary
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.socket}"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                "0",
-                "--unixsocket",
-                str(self.socket),
-                "--unixsocketperm",
-                "700",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.directory),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not self.socket.exists():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-        self.process = None
-
-    def flush(self) -> None:
-        import redis
-
-        client = redis.Redis(unix_socket_path=str(self.socket))
-        client.flushall()
-        client.close()
+        try:
+            super().__init__(directory)
+        except LookupError as exc:
+            need(str(exc))
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from forge_ci.authz import Actor
-from forge_ci.coordinator.logs import PAGE_SIZE, LogLine, read_log_page
+from forge_ci.coordinator.logs import PAGE_SIZE, LogLine, read_log_page_in
+from forge_ci.repos import RepositoryAccess
 
 #: Pages (of at most 100 records) rendered into the page; the script drains the rest.
 INITIAL_PAGES = 5
@@ -69,7 +69,7 @@ class LogSnapshot:
 
 
 def log_snapshot(
-    session: Session, actor: Actor, full_name: str, run_number: int, attempt_id: int
+    session: Session, access: RepositoryAccess, run_number: int, attempt_id: int
 ) -> LogSnapshot:
     lines = Lines()
     cursor = 0
@@ -78,7 +78,7 @@ def log_snapshot(
     remaining = INITIAL_PAGES * PAGE_SIZE
     limit = FIRST_RECORDS
     while True:
-        page = read_log_page(session, actor, full_name, run_number, attempt_id, cursor, limit)
+        page = read_log_page_in(session, access, run_number, attempt_id, cursor, limit)
         for record in page.records:
             if len(lines.lines) >= INITIAL_LINES:
                 # Records of a fast job hold hundreds of lines each: stop inside the page and

@@ -11,29 +11,30 @@ from datetime import datetime, timedelta
 
 from flask import Flask
 
+from forge_ci import states
 from forge_ci.models import utcnow
 
 #: Statuses that mean "finished well / badly / not at all", for colours and icons.
-GOOD = frozenset({"success"})
-BAD = frozenset({"failure", "timed_out", "lost"})
-NEUTRAL = frozenset({"cancelled", "skipped"})
+GOOD = frozenset({states.SUCCESS})
+BAD = frozenset({states.FAILURE, states.TIMED_OUT, states.LOST})
+NEUTRAL = frozenset({states.CANCELLED, states.SKIPPED})
 SYMBOLS = {
-    "success": "✓",
-    "failure": "✗",
-    "timed_out": "⏱",
-    "lost": "?",
-    "cancelled": "⊘",
-    "skipped": "↷",
-    "running": "●",
-    "queued": "○",
-    "waiting": "◌",
-    "pending": "○",
-    "leased": "○",
+    states.SUCCESS: "✓",
+    states.FAILURE: "✗",
+    states.TIMED_OUT: "⏱",
+    states.LOST: "?",
+    states.CANCELLED: "⊘",
+    states.SKIPPED: "↷",
+    states.RUNNING: "●",
+    states.QUEUED: "○",
+    states.WAITING: "◌",
+    states.PENDING: "○",
+    states.LEASED: "○",
 }
 
 
 def status(state: str, conclusion: str | None) -> str:
-    return conclusion if state == "completed" and conclusion else state
+    return conclusion if state == states.COMPLETED and conclusion else state
 
 
 def label(value: str) -> str:

@@ -27,7 +27,7 @@ def _upgrade() -> tuple[str | None, str]:
 @click.command()
 def init() -> None:
     """Create the data directory, host key and secrets, install hooks, migrate the database."""
-    from forge_ci.setup import ensure_layout
+    from forge_ci.cli.setup import ensure_layout
 
     data_dir = settings().data_dir
     try:

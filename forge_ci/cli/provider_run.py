@@ -85,7 +85,7 @@ def run(
     pids: int,
 ) -> None:
     """Claim jobs from the server and run each in a fresh job container, until SIGTERM."""
-    from worker.provider.containers import JobLimits
+    from worker.provider.jobspec import JobLimits
     from worker.provider.service import ProviderConfig, ProviderService
     from worker.provider.upstream import Server
 

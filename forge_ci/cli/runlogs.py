@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import click
 
+from forge_ci import states
 from forge_ci.authz import Actor
 from forge_ci.cli.common import open_database
 from forge_ci.db import SessionScope
@@ -96,12 +97,12 @@ def follow_logs(
                     if not page.has_more:
                         break
             session.rollback()
-        finished = view.run_state == "completed" and all(
+        finished = view.run_state == states.COMPLETED and all(
             a.attempt_id in complete for a in view.attempts
         )
         if not follow or finished:
             printer.flush()
-            return view.run_conclusion if view.run_state == "completed" else view.run_state
+            return view.run_conclusion if view.run_state == states.COMPLETED else view.run_state
         time.sleep(interval)
 
 
@@ -129,7 +130,7 @@ def logs(full_name: str, number: int, follow: bool, interval: float) -> None:
         database.dispose()
     if not follow:
         return
-    if outcome == "success":
+    if outcome == states.SUCCESS:
         click.echo(f"run #{number} of {full_name} succeeded", err=True)
         return
     click.echo(f"run #{number} of {full_name} did not succeed: {outcome or 'unknown'}", err=True)

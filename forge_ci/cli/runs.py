@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from forge_ci import states
 from forge_ci.authz import Actor
 from forge_ci.cli.common import echo_json, echo_table, session_scope, settings
 
@@ -110,7 +111,7 @@ def run_cancel(full_name: str, number: int) -> None:
 
     with session_scope() as session:
         cancelled = cancel_run(session, Actor.operator(), full_name, number)
-        if cancelled.state == "completed":
+        if cancelled.state == states.COMPLETED:
             click.echo(f"run #{number} of {full_name} cancelled")
         else:
             click.echo(

@@ -5,7 +5,7 @@ init ──► private Redis (the default URL) ──► worker, ssh, web ──
            yes: ``provider ensure`` (name local, labels self-hosted,linux, scope all, token
                 in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
            no:  say what is missing; jobs stay queued until a provider comes
-     ──► with --demo: the demo (forge_ci.demo) ──► the ``export`` lines for the CLI
+     ──► with --demo: the demo (forge_ci.cli.demo) ──► the ``export`` lines for the CLI
      ──► wait, or stop with --exit-after-demo ──► stop: provider, web/ssh/worker, Redis last
 
 ``--data-dir``, ``--host``, ``--web-port`` and ``--ssh-port`` become the ``FORGE_CI_*``
@@ -223,7 +223,7 @@ def up(
     """
     from forge_ci.cli import cli as root
     from forge_ci.cli.database import init
-    from forge_ci.supervisor import Supervisor, private_redis_socket, redis_child, service_child
+    from forge_ci.cli.supervisor import Supervisor, private_redis_socket, redis_child, service_child
 
     ctx = click.get_current_context()
     env = up_environment(
@@ -275,7 +275,7 @@ def up(
         if missing:
             click.echo(f"not available in this version: {', '.join(missing)}")
         if demo:
-            from forge_ci.demo import run_demo
+            from forge_ci.cli.demo import run_demo
 
             run_demo(config, started, echo=click.echo)
         for line in cli_hint(env):

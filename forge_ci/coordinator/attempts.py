@@ -190,7 +190,7 @@ def _require_live(attempt: Attempt) -> None:
 def require_execution(attempt: Attempt, execution_id: str) -> None:
     """The attempt must be running and bound to this runner instance."""
     _require_live(attempt)
-    if attempt.state != "running":
+    if attempt.state != states.RUNNING:
         raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
     if execution_id != attempt.execution_id:
         raise ExecutionMismatch(f"attempt {attempt.id} is bound to another runner instance")
@@ -210,12 +210,12 @@ def start(
     """
     reconcile(session, attempt, now)
     _require_live(attempt)
-    if attempt.state == "running":
+    if attempt.state == states.RUNNING:
         if attempt.execution_id != request.execution_id:
             raise ExecutionMismatch(f"attempt {attempt.id} was started by another runner instance")
         return
-    states.require_transition("attempt", attempt.state, "running")
-    attempt.state = "running"
+    states.require_transition("attempt", attempt.state, states.RUNNING)
+    attempt.state = states.RUNNING
     attempt.execution_id = request.execution_id
     attempt.started_at = now
     attempt.job_deadline_at = now + attempt.timeout_minutes * minute
@@ -237,7 +237,7 @@ def heartbeat(
     """
     reconcile(session, attempt, now)
     _require_live(attempt)
-    if attempt.state == "leased":
+    if attempt.state == states.LEASED:
         if request.execution_id:
             raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
         return
@@ -287,7 +287,7 @@ def complete(
         _require_live(attempt)
     reconcile(session, attempt, now)
     _require_live(attempt)
-    if attempt.state == "leased":
+    if attempt.state == states.LEASED:
         if request.execution_id:
             raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
     else:

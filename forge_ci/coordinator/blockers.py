@@ -27,7 +27,7 @@ from forge_ci.authz import Actor, Role
 from forge_ci.coordinator.attempts import requester_refusal
 from forge_ci.coordinator.providers import normalize_job_labels
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, utcnow
-from forge_ci.repos import find_repository
+from forge_ci.repos import RepositoryAccess, repository_access
 from forge_ci.runs.queries import find_run
 
 #: Contact (a claim or a lease renewal) within this long counts as "recent".
@@ -53,8 +53,15 @@ def queue_blockers(
     session: Session, actor: Actor, full_name: str, number: int, now: datetime | None = None
 ) -> dict[int, Blocker]:
     """Job id -> why it is queued and not running, for each queued job of the run (readers)."""
+    return queue_blockers_in(session, repository_access(session, actor, full_name), number, now)
+
+
+def queue_blockers_in(
+    session: Session, access: RepositoryAccess, number: int, now: datetime | None = None
+) -> dict[int, Blocker]:
+    """:func:`queue_blockers` in a repository already looked up for this request."""
     now = now or utcnow()
-    repository = find_repository(session, actor, full_name, Role.READ)
+    repository = access.require(Role.READ)
     run = find_run(session, repository, number)
     # Only the queued jobs, not the whole run (which may have hundreds).
     queued = list(

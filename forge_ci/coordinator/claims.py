@@ -227,7 +227,7 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[tuple[
         )
         .join(Job, Job.run_id == Run.id)
         .outerjoin(RunSequence, RunSequence.repository_id == Run.repository_id)
-        .where(Job.state == "queued")
+        .where(Job.state == states.QUEUED)
         .group_by(Run.repository_id)
     )
     if provider.scope != "all":
@@ -308,7 +308,7 @@ def _allocate(
         repository_id=run.repository_id,
         request_id=request.request_id,
         token_hash=digest,
-        state="leased",
+        state=states.LEASED,
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
         lease_expires_at=now + lease,
@@ -324,7 +324,7 @@ def _allocate(
                 position=position,
                 step_id=str(step["id"]),
                 name=name if isinstance(name, str) else str(step["id"]),
-                state="pending",
+                state=states.PENDING,
             )
         )
     session.add(attempt)
@@ -349,7 +349,7 @@ def _claim_in_repository(
     rows = session.execute(
         select(Job.id, Job.run_id, Job.runs_on)
         .join(Run, Run.id == Job.run_id)
-        .where(Run.repository_id == repository_id, Job.state == "queued")
+        .where(Run.repository_id == repository_id, Job.state == states.QUEUED)
         .order_by(Job.queued_at, Job.id)
         .limit(JOB_BATCH)
     ).all()
@@ -357,7 +357,7 @@ def _claim_in_repository(
         if not normalize_job_labels(runs_on) <= labels:
             continue
         job = session.get(Job, job_id)
-        if job is None or job.state != "queued":
+        if job is None or job.state != states.QUEUED:
             continue  # decided earlier in this transaction (a sibling's cancellation)
         run = job.run
         if run_id not in refusals:
@@ -469,7 +469,7 @@ def _nothing_to_claim(
     )
     if waiting is not None:
         return False
-    query = select(Job.runs_on).join(Run, Run.id == Job.run_id).where(Job.state == "queued")
+    query = select(Job.runs_on).join(Run, Run.id == Job.run_id).where(Job.state == states.QUEUED)
     if provider.scope != "all":
         granted = select(ProviderGrant.repository_id).where(
             ProviderGrant.provider_id == provider.id

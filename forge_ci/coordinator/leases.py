@@ -54,7 +54,7 @@ def refresh_next_check(attempt: Attempt) -> None:
         candidates.append(attempt.job_deadline_at)
     if attempt.cancel_deadline_at is not None:
         candidates.append(attempt.cancel_deadline_at)
-    if attempt.state == "leased" and attempt.cancel_requested_at is not None:
+    if attempt.state == states.LEASED and attempt.cancel_requested_at is not None:
         candidates.append(attempt.cancel_requested_at)
     attempt.next_check_at = min(candidates)
 
@@ -85,7 +85,7 @@ def due_verdict(attempt: Attempt, now: datetime) -> Verdict | None:
     """The server's verdict if one of the attempt's clocks has run out at ``now``."""
     if attempt.state == states.COMPLETED:
         return None
-    if attempt.state == "leased" and attempt.cancel_requested_at is not None:
+    if attempt.state == states.LEASED and attempt.cancel_requested_at is not None:
         return Verdict(
             states.CANCELLED, f"cancelled before a runner started: {attempt.cancel_reason}"
         )
@@ -104,7 +104,7 @@ def due_verdict(attempt: Attempt, now: datetime) -> Verdict | None:
         return Verdict(
             states.TIMED_OUT, f"the job reached its time limit of {attempt.timeout_minutes} minutes"
         )
-    if attempt.state == "leased":
+    if attempt.state == states.LEASED:
         window = (attempt.lease_expires_at - attempt.claimed_at).total_seconds()
         return Verdict(states.LOST, f"no runner started within {window:g} s of the claim")
     return Verdict(states.LOST, "the lease expired: the runner stopped sending heartbeats")

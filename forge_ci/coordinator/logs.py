@@ -38,7 +38,7 @@ from forge_ci.errors import NotFound
 from forge_ci.masking import EMPTY, Masker, MaskerCache, open_carry, seal_carry
 from forge_ci.models import Attempt, AttemptStep, Job, LogCarry, LogRecord
 from forge_ci.protocol import LogRequest, decimal
-from forge_ci.repos import find_repository
+from forge_ci.repos import RepositoryAccess, find_repository, repository_access
 from forge_ci.runs.queries import find_run
 
 PAGE_SIZE = 100
@@ -214,7 +214,16 @@ def find_attempt(
     session: Session, actor: Actor, full_name: str, run_number: int, attempt_id: int
 ) -> Attempt:
     """An attempt of run ``run_number`` in a repository the actor can read (else NotFound)."""
-    repository = find_repository(session, actor, full_name, Role.READ)
+    return find_attempt_in(
+        session, repository_access(session, actor, full_name), run_number, attempt_id
+    )
+
+
+def find_attempt_in(
+    session: Session, access: RepositoryAccess, run_number: int, attempt_id: int
+) -> Attempt:
+    """:func:`find_attempt` in a repository already looked up for this request."""
+    repository = access.require(Role.READ)
     run = find_run(session, repository, run_number)
     attempt = session.scalar(
         select(Attempt)
@@ -236,7 +245,20 @@ def read_log_page(
     after_cursor: int = 0,
     limit: int = PAGE_SIZE,
 ) -> LogPage:
-    """Records after ``after_cursor`` (0: from the start), at most ``limit`` (<= 100).
+    """Records after ``after_cursor`` (0: from the start), at most ``limit`` (<= 100)."""
+    access = repository_access(session, actor, full_name)
+    return read_log_page_in(session, access, run_number, attempt_id, after_cursor, limit)
+
+
+def read_log_page_in(
+    session: Session,
+    access: RepositoryAccess,
+    run_number: int,
+    attempt_id: int,
+    after_cursor: int = 0,
+    limit: int = PAGE_SIZE,
+) -> LogPage:
+    """:func:`read_log_page` in a repository already looked up for this request.
 
     The attempt's state is read *before* its records. Termination writes its last records in
     the same transaction that completes the attempt, so whoever sees ``completed`` first also
@@ -244,7 +266,7 @@ def read_log_page(
     a SQLite read transaction is one snapshot).
     """
     limit = max(1, min(limit, PAGE_SIZE))
-    attempt = find_attempt(session, actor, full_name, run_number, attempt_id)
+    attempt = find_attempt_in(session, access, run_number, attempt_id)
     state = attempt.state
     conclusion = attempt.conclusion or ""
     rows = session.scalars(

@@ -27,6 +27,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from forge_ci import states
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator import attempts as attempt_cases
 from forge_ci.coordinator.credentials import check_token, hashes_match, token_hash
@@ -145,14 +146,16 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
         .where(ProviderGrant.provider_id == provider.id)
     ).all()
     active = session.scalars(
-        select(Attempt.id).where(Attempt.provider_id == provider.id, Attempt.state != "completed")
+        select(Attempt.id).where(
+            Attempt.provider_id == provider.id, Attempt.state != states.COMPLETED
+        )
     ).all()
     # Contact is a claim (recorded on the provider) or a lease renewal by one of its runners
     # (a running attempt's lease was last renewed one lease length before it ends).
     contact = provider.last_contact_at
     renewed = session.scalar(
         select(func.max(Attempt.lease_expires_at)).where(
-            Attempt.provider_id == provider.id, Attempt.state == "running"
+            Attempt.provider_id == provider.id, Attempt.state == states.RUNNING
         )
     )
     if renewed is not None and (contact is None or renewed - LEASE > contact):
@@ -322,7 +325,7 @@ def _active_attempts(session: Session, provider: Provider) -> list[Attempt]:
     return list(
         session.scalars(
             select(Attempt)
-            .where(Attempt.provider_id == provider.id, Attempt.state != "completed")
+            .where(Attempt.provider_id == provider.id, Attempt.state != states.COMPLETED)
             .order_by(Attempt.id)
             .with_for_update()
             .execution_options(populate_existing=True)

@@ -49,8 +49,8 @@ def report_step(session: Session, attempt: Attempt, request: StepRequest, now: d
     """Apply one step report to a running attempt (the caller holds its lock)."""
     step = _find(attempt, request.step_id)
     exit_code = None if request.exit_code < 0 else request.exit_code
-    if request.state == "running":
-        if step.state == "running":
+    if request.state == states.RUNNING:
+        if step.state == states.RUNNING:
             return
         if step.state == states.COMPLETED:
             raise StepConflict(f"step {step.step_id} already completed ({step.conclusion})")
@@ -59,8 +59,8 @@ def report_step(session: Session, attempt: Attempt, request: StepRequest, now: d
             raise StepConflict(
                 f"step {step.step_id} cannot start before step {blocking.step_id} has ended"
             )
-        states.require_transition("step", step.state, "running")
-        step.state = "running"
+        states.require_transition("step", step.state, states.RUNNING)
+        step.state = states.RUNNING
         step.started_at = now
         return
     conclusion = request.conclusion
@@ -81,7 +81,7 @@ def report_step(session: Session, attempt: Attempt, request: StepRequest, now: d
         raise StepConflict(
             f"step {step.step_id} cannot end before step {blocking.step_id} has ended"
         )
-    if step.state == "pending" and conclusion not in WITHOUT_RUNNING:
+    if step.state == states.PENDING and conclusion not in WITHOUT_RUNNING:
         raise StepConflict(f"step {step.step_id} never started, so it cannot end with {conclusion}")
     states.require_transition("step", step.state, states.COMPLETED, conclusion)
     step.state = states.COMPLETED
@@ -107,14 +107,14 @@ def success_refusal(attempt: Attempt) -> str | None:
 def finalize_steps(attempt: Attempt, conclusion: str, now: datetime) -> None:
     """The attempt ended: interrupted steps end with it, steps that never ran are skipped."""
     for step in attempt.steps:
-        if step.state == "running":
+        if step.state == states.RUNNING:
             ended = states.TIMED_OUT if conclusion == states.TIMED_OUT else states.CANCELLED
             states.require_transition("step", step.state, states.COMPLETED, ended)
             step.state = states.COMPLETED
             step.conclusion = ended
             step.status_reason = f"interrupted: the attempt ended ({conclusion})"
             step.completed_at = now
-        elif step.state == "pending":
+        elif step.state == states.PENDING:
             states.require_transition("step", step.state, states.COMPLETED, states.SKIPPED)
             step.state = states.COMPLETED
             step.conclusion = states.SKIPPED

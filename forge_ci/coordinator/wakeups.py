@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import event, func, inspect, select
 from sqlalchemy.orm import Session
 
+from forge_ci import states
 from forge_ci.models import Job
 
 CHANNEL = "forge-ci:jobs-queued"
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 def queue_signature(session: Session) -> tuple[int, Any]:
     """Changes whenever a job is queued or leaves the queue (read-only, indexed)."""
     count, newest = session.execute(
-        select(func.count(Job.id), func.max(Job.queued_at)).where(Job.state == "queued")
+        select(func.count(Job.id), func.max(Job.queued_at)).where(Job.state == states.QUEUED)
     ).one()
     return int(count), newest
 
@@ -87,7 +88,7 @@ def install_publisher(redis_url: str) -> Publisher:
     @event.listens_for(Session, "after_flush")
     def _after_flush(session: Session, _context: Any) -> None:
         for obj in list(session.new) + list(session.dirty):
-            if isinstance(obj, Job) and "queued" in inspect(obj).attrs.state.history.added:
+            if isinstance(obj, Job) and states.QUEUED in inspect(obj).attrs.state.history.added:
                 session.info[_FLAG] = True
                 return
 

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from forge_ci import states
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.providers import Provider
 
@@ -72,7 +73,7 @@ class Attempt(Base):
     #: The runner instance bound by ``start`` (32 hex), None before.
     execution_id: Mapped[str | None] = mapped_column(String(32))
 
-    state: Mapped[str] = mapped_column(String(16), default="leased")
+    state: Mapped[str] = mapped_column(String(16), default=states.LEASED)
     conclusion: Mapped[str | None] = mapped_column(String(16))
     #: What the runner reported when that differs from the recorded conclusion (a completion
     #: after cancellation is recorded ``cancelled``; a claimed success with a failed step is
@@ -142,7 +143,7 @@ class AttemptStep(Base):
     position: Mapped[int]
     step_id: Mapped[str] = mapped_column(String(100))
     name: Mapped[str] = mapped_column(Text)
-    state: Mapped[str] = mapped_column(String(16), default="pending")
+    state: Mapped[str] = mapped_column(String(16), default=states.PENDING)
     conclusion: Mapped[str | None] = mapped_column(String(16))
     #: The process exit status; None when there was none.
     exit_code: Mapped[int | None]

@@ -26,10 +26,11 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from forge_ci.models.accounts import User
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.repositories import Repository
+from forge_ci.refs import INTERNAL_REF_PREFIX
 
 #: Longest ref name a push may create; pre-receive refuses longer ones with the reason.
 MAX_REF_LENGTH = 1024
-PIN_PREFIX = "refs/forge-ci/push-events/"
+PIN_PREFIX = INTERNAL_REF_PREFIX + "push-events/"
 
 
 class PushEventState(enum.StrEnum):

@@ -135,7 +135,7 @@ class Run(Base):
     #: True while an earlier run of the same group is active (no job is queued meanwhile).
     concurrency_blocked: Mapped[bool] = mapped_column(default=False)
 
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    state: Mapped[str] = mapped_column(String(16), default=states.QUEUED)
     conclusion: Mapped[str | None] = mapped_column(String(16))
     cancel_requested_at: Mapped[datetime | None]
     cancel_reason: Mapped[str | None] = mapped_column(Text)

@@ -20,10 +20,10 @@ from sqlalchemy.orm import Session
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import Conflict, NeedsInspection, NotFound
 from forge_ci.gitstore import has_object, open_repository, read_ref, repository_path, set_ref
-from forge_ci.hookwire import is_zero
 from forge_ci.locks import repository_lock
 from forge_ci.models import PushEvent, PushEventState
 from forge_ci.pushes.settling import settle_repository
+from forge_ci.refs import is_zero
 from forge_ci.repos import find_repository
 from forge_ci.settings import Settings
 

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from forge_ci.db import begin_write
 from forge_ci.errors import Conflict
-from forge_ci.hookwire import Update, events_in
 from forge_ci.models import PushEvent, PushEventState
 from forge_ci.pushes.refpolicy import check_ref_updates
+from forge_ci.refs import Update
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,14 @@ class PushContext:
 def record_intents(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
     """Record one ``prepared`` intent per update and commit; return their ids.
 
+    ``updates`` are those that make events (:func:`forge_ci.refs.events_in`; the hook request
+    arrives filtered from :func:`forge_ci.hookwire.decode_request`).
+
     Idempotent per push: the same update reported again is not recorded twice. A different
     update of a ref this push already recorded is a Conflict (git never does that). Refs the
     policy refuses are refused here too, so a bypassed pre-receive still records nothing.
     """
-    wanted = events_in(list(updates))
+    wanted = list(updates)
     check_ref_updates(wanted)
     begin_write(session)
     existing = {
@@ -77,7 +80,7 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
 
 def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
     """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns their ids."""
-    wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
+    wanted = {(u.ref, u.old, u.new) for u in updates}
     if not wanted:
         return []
     begin_write(session)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from forge_ci.errors import PermissionDenied
-from forge_ci.hookwire import INTERNAL_REF_PREFIX, Update
 from forge_ci.models.push_events import MAX_REF_LENGTH
+from forge_ci.refs import INTERNAL_REF_PREFIX, Update
 
 PUSHABLE_PREFIXES = ("refs/heads/", "refs/tags/")
 

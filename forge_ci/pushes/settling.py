@@ -31,9 +31,9 @@ from sqlalchemy.orm import Session
 from forge_ci.db import begin_write
 from forge_ci.errors import NeedsInspection, NotFound
 from forge_ci.gitstore import has_object, open_repository, pin, read_ref, repository_path
-from forge_ci.hookwire import Update, events_in, is_zero
 from forge_ci.models import PushEvent, PushEventState, Repository
 from forge_ci.pushes.intents import PushContext
+from forge_ci.refs import Update, is_zero
 from forge_ci.settings import Settings
 
 OPEN_STATES = (PushEventState.PREPARED.value,)
@@ -60,7 +60,7 @@ def confirm_updates(
     Returns the ids confirmed, for enqueueing. Idempotent: intents already settled are skipped.
     An intent whose commit cannot be pinned stays ``prepared`` for settle_repository to judge.
     """
-    wanted = {(u.ref, u.old, u.new) for u in events_in(list(updates))}
+    wanted = {(u.ref, u.old, u.new) for u in updates}
     if not wanted:
         return []
     begin_write(session)

@@ -23,6 +23,7 @@ import pygit2
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from forge_ci import states
 from forge_ci.authz import Actor, Role, require_role
 from forge_ci.errors import NotFound
 from forge_ci.locks import repository_lock
@@ -102,7 +103,7 @@ class RunCreation:
             concurrency_group=definition.concurrency_group,
             concurrency_key=definition.concurrency_key,
             cancel_in_progress=definition.cancel_in_progress,
-            state="queued",
+            state=states.QUEUED,
             requested_by_id=actor.user_id,
             requested_by_name=actor.name[:40],
             rerun_of_id=rerun_of.id if rerun_of is not None else None,
@@ -132,7 +133,7 @@ def insert_jobs(session: Session, run: Run) -> list[Job]:
             name=str(entry["name"]),
             needs=[str(need) for need in entry.get("needs", [])],
             runs_on=[str(label) for label in entry.get("runs_on", [])],
-            state="waiting",
+            state=states.WAITING,
         )
         run.jobs.append(job)
         jobs.append(job)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from forge_ci import states
 from forge_ci.authz import Actor, Role
 from forge_ci.models import Attempt, AttemptStep, Job, JobDependency, Run
-from forge_ci.repos import find_repository
+from forge_ci.repos import RepositoryAccess, repository_access
 from forge_ci.runs.queries import RunView, find_run, run_view
 
 
@@ -108,7 +108,7 @@ def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
         name = step.get("name")
         step_id = str(step["id"])
         steps.append(
-            StepDetail(step_id, name if isinstance(name, str) else step_id, "pending", None)
+            StepDetail(step_id, name if isinstance(name, str) else step_id, states.PENDING, None)
         )
     return tuple(steps)
 
@@ -139,7 +139,12 @@ def _planned_by_position(run: Run) -> tuple[tuple[StepDetail, ...], ...]:
 
 def run_details(session: Session, actor: Actor, full_name: str, number: int) -> RunDetails:
     """Run ``number`` of ``full_name`` with everything its page shows (readers may look)."""
-    repository = find_repository(session, actor, full_name, Role.READ)
+    return run_details_in(session, repository_access(session, actor, full_name), number)
+
+
+def run_details_in(session: Session, access: RepositoryAccess, number: int) -> RunDetails:
+    """:func:`run_details` in a repository already looked up for this request."""
+    repository = access.require(Role.READ)
     run = find_run(session, repository, number)
     jobs = list(
         session.scalars(

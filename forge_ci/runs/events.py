@@ -42,6 +42,7 @@ from forge_ci.models import (
 )
 from forge_ci.models import push_runs as outcomes
 from forge_ci.pushes.events import mark_received
+from forge_ci.refs import is_zero
 from forge_ci.runs.create import creating_runs
 from forge_ci.runs.definition import RunDefinition, define_run
 from forge_ci.runs.pins import pinned_commit
@@ -49,7 +50,6 @@ from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
     changed_paths,
     git_repository,
-    is_zero,
     list_workflow_files,
     read_workflow_file,
 )

@@ -31,7 +31,7 @@ from forge_ci.runs.scheduling import RunGraph
 from forge_ci.settings import Settings
 
 #: Conclusions that ``--failed`` reruns.
-RERUN_CONCLUSIONS = frozenset({states.FAILURE, states.CANCELLED, states.TIMED_OUT, states.LOST})
+RERUN_CONCLUSIONS = states.UNSUCCESSFUL
 
 
 def jobs_to_reuse(session: Session, run: Run) -> dict[int, Job]:

@@ -49,11 +49,6 @@ from forge_ci.runs.conditions import (
 )
 from forge_ci.runs.numbering import lock_repository_runs
 
-WAITING = "waiting"
-QUEUED = "queued"
-RUNNING = "running"
-COMPLETED = states.COMPLETED
-
 #: A failed matrix leg with these conclusions triggers fail-fast.
 FAIL_FAST_CONCLUSIONS = frozenset({states.FAILURE, states.TIMED_OUT, states.LOST})
 #: What one job may publish as outputs in total (GitHub's limit is 1 MB per job).
@@ -145,11 +140,11 @@ def _move(
 ) -> None:
     states.require_transition("job", job.state, new, conclusion)
     job.state = new
-    if new == QUEUED:
+    if new == states.QUEUED:
         job.queued_at = now
-    elif new == RUNNING:
+    elif new == states.RUNNING:
         job.started_at = now
-    elif new == COMPLETED:
+    elif new == states.COMPLETED:
         job.conclusion = conclusion
         job.completed_at = now
         if reason is not None:
@@ -171,7 +166,9 @@ def _has_capacity(graph: RunGraph, job: Job) -> bool:
     limit = strategy.get("max-parallel")
     if not isinstance(limit, int):
         return True
-    busy = sum(1 for leg in graph.by_job_id[job.job_id] if leg.state in (QUEUED, RUNNING))
+    busy = sum(
+        1 for leg in graph.by_job_id[job.job_id] if leg.state in (states.QUEUED, states.RUNNING)
+    )
     return busy < limit
 
 
@@ -186,7 +183,7 @@ def advance_run(session: Session, run: Run, now: datetime | None = None) -> None
     run's state is derived again.
     """
     now = now or utcnow()
-    if run.state == COMPLETED:
+    if run.state == states.COMPLETED:
         return
     if not run.concurrency_blocked:
         session.flush()
@@ -195,9 +192,9 @@ def advance_run(session: Session, run: Run, now: datetime | None = None) -> None
         while changed:
             changed = False
             for job in graph.jobs:
-                if job.state != WAITING:
+                if job.state != states.WAITING:
                     continue
-                if any(dep.state != COMPLETED for dep in graph.deps[job.id]):
+                if any(dep.state != states.COMPLETED for dep in graph.deps[job.id]):
                     continue
                 decision = decide(
                     str(job.definition().get("if") or DEFAULT_CONDITION),
@@ -209,13 +206,13 @@ def advance_run(session: Session, run: Run, now: datetime | None = None) -> None
                     run_cancelled=run.cancel_requested_at is not None,
                 )
                 if decision.error is not None:
-                    _move(job, COMPLETED, now, states.FAILURE, decision.error)
+                    _move(job, states.COMPLETED, now, states.FAILURE, decision.error)
                 elif not decision.run and run.cancel_requested_at is not None:
-                    _move(job, COMPLETED, now, states.CANCELLED, run.cancel_reason)
+                    _move(job, states.COMPLETED, now, states.CANCELLED, run.cancel_reason)
                 elif not decision.run:
-                    _move(job, COMPLETED, now, states.SKIPPED, decision.reason)
+                    _move(job, states.COMPLETED, now, states.SKIPPED, decision.reason)
                 elif _has_capacity(graph, job):
-                    _move(job, QUEUED, now)
+                    _move(job, states.QUEUED, now)
                 else:
                     continue
                 changed = True
@@ -243,13 +240,13 @@ def run_conclusion(run: Run) -> str:
 def settle_run(session: Session, run: Run, now: datetime | None = None) -> None:
     """Derive the run's state from its jobs; a run that completes releases its group."""
     now = now or utcnow()
-    if run.state == COMPLETED:
+    if run.state == states.COMPLETED:
         return
     jobs = list(run.jobs)
-    if jobs and all(job.state == COMPLETED for job in jobs):
+    if jobs and all(job.state == states.COMPLETED for job in jobs):
         conclusion = run_conclusion(run)
-        states.require_transition("run", run.state, COMPLETED, conclusion)
-        run.state = COMPLETED
+        states.require_transition("run", run.state, states.COMPLETED, conclusion)
+        run.state = states.COMPLETED
         run.conclusion = conclusion
         run.completed_at = now
         session.flush()
@@ -259,10 +256,10 @@ def settle_run(session: Session, run: Run, now: datetime | None = None) -> None:
             released.concurrency_blocked = False
             advance_run(session, released, now)
         return
-    started = any(job.state == RUNNING or job.started_at is not None for job in jobs)
-    if run.state == QUEUED and started:
-        states.require_transition("run", run.state, RUNNING)
-        run.state = RUNNING
+    started = any(job.state == states.RUNNING or job.started_at is not None for job in jobs)
+    if run.state == states.QUEUED and started:
+        states.require_transition("run", run.state, states.RUNNING)
+        run.state = states.RUNNING
         run.started_at = min(job.started_at for job in jobs if job.started_at is not None)
 
 
@@ -293,7 +290,7 @@ def cancel_run_jobs(session: Session, run: Run, reason: str, now: datetime | Non
     got past its concurrency group, cancels those as well.
     """
     now = now or utcnow()
-    if run.state == COMPLETED:
+    if run.state == states.COMPLETED:
         return
     repeated = run.cancel_requested_at is not None
     if not repeated:
@@ -301,9 +298,11 @@ def cancel_run_jobs(session: Session, run: Run, reason: str, now: datetime | Non
         run.cancel_reason = reason
     keep_cleanup = not repeated and not run.concurrency_blocked
     for job in run.jobs:
-        if job.state == QUEUED or (job.state == WAITING and not (keep_cleanup and _cleanup(job))):
-            _move(job, COMPLETED, now, states.CANCELLED, reason)
-        elif job.state == RUNNING:
+        if job.state == states.QUEUED or (
+            job.state == states.WAITING and not (keep_cleanup and _cleanup(job))
+        ):
+            _move(job, states.COMPLETED, now, states.CANCELLED, reason)
+        elif job.state == states.RUNNING:
             _request_cancel(job, reason, now)
     advance_run(session, run, now)
 
@@ -323,9 +322,9 @@ def start_job(session: Session, job: Job, now: datetime | None = None) -> Job:
     """
     now = now or utcnow()
     run = lock_run(session, job.run_id)
-    if job.state == RUNNING:
+    if job.state == states.RUNNING:
         return job
-    _move(job, RUNNING, now)
+    _move(job, states.RUNNING, now)
     settle_run(session, run, now)
     return job
 
@@ -359,17 +358,17 @@ def complete_job(
         raise InvalidInput(f"{conclusion!r} is not a conclusion a job can report")
     run = lock_run(session, job.run_id)
     final = _final_conclusion(job, conclusion)
-    if job.state == COMPLETED:
+    if job.state == states.COMPLETED:
         if job.conclusion == final:
             return job
         raise Conflict(
             f"job {job.key} of run #{run.number} already completed ({job.conclusion}); "
             f"it cannot become {conclusion}"
         )
-    if job.state == WAITING:
+    if job.state == states.WAITING:
         raise Conflict(f"job {job.key} of run #{run.number} was never queued")
     _record_outputs(job, outputs or {})
-    _move(job, COMPLETED, now, final, reason)
+    _move(job, states.COMPLETED, now, final, reason)
     if final in FAIL_FAST_CONCLUSIONS:
         _fail_fast(session, run, job, now)
     advance_run(session, run, now)
@@ -380,12 +379,12 @@ def request_job_cancel(session: Session, job: Job, reason: str, now: datetime | 
     """Cancel one job: at once when it has not started, by durable request when it runs."""
     now = now or utcnow()
     run = lock_run(session, job.run_id)
-    if job.state == COMPLETED:
+    if job.state == states.COMPLETED:
         return job
-    if job.state == RUNNING:
+    if job.state == states.RUNNING:
         _request_cancel(job, reason, now)
         return job
-    _move(job, COMPLETED, now, states.CANCELLED, reason)
+    _move(job, states.COMPLETED, now, states.CANCELLED, reason)
     advance_run(session, run, now)
     return job
 
@@ -416,9 +415,9 @@ def _fail_fast(session: Session, run: Run, failed: Job, now: datetime) -> None:
     for sibling in run.jobs:
         if sibling.job_id != failed.job_id or sibling.id == failed.id:
             continue
-        if sibling.state in (WAITING, QUEUED):
-            _move(sibling, COMPLETED, now, states.CANCELLED, reason)
-        elif sibling.state == RUNNING:
+        if sibling.state in (states.WAITING, states.QUEUED):
+            _move(sibling, states.COMPLETED, now, states.CANCELLED, reason)
+        elif sibling.state == states.RUNNING:
             _request_cancel(sibling, reason, now)
 
 
@@ -428,7 +427,7 @@ def reuse_result(
     """Complete a new job with the result and outputs of ``source`` (``rerun --failed``)."""
     now = now or utcnow()
     assert source.conclusion is not None
-    _move(job, COMPLETED, now, source.conclusion, f"reused from run #{source_run_number}")
+    _move(job, states.COMPLETED, now, source.conclusion, f"reused from run #{source_run_number}")
     job.reused_from_id = source.id
     for output in source.outputs:
         job.outputs.append(JobOutput(name=output.name, value=output.value))

@@ -15,6 +15,7 @@ from pygit2.enums import FileMode, ObjectType
 from forge_ci.errors import InvalidInput, NotFound
 from forge_ci.gitstore import INTERNAL_REF_PREFIX, open_repository, repository_path
 from forge_ci.models import Repository
+from forge_ci.refs import is_zero
 from forge_ci.settings import Settings
 
 WORKFLOW_DIR = ".github/workflows"
@@ -33,11 +34,6 @@ def git_repository(settings: Settings, repository: Repository) -> pygit2.Reposit
     return open_repository(
         repository_path(settings.repositories_dir, repository.owner.name, repository.name)
     )
-
-
-def is_zero(oid: str) -> bool:
-    """The all-zero object id git uses for "no commit" (a created or deleted ref)."""
-    return set(oid) == {"0"}
 
 
 def workflow_path_problem(path: str) -> str | None:

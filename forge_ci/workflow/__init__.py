@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from forge_ci.workflow.context import RunContext, RunContextInvalid, resolve_run_context
     from forge_ci.workflow.diagnostics import Diagnostic, WorkflowInvalid
-    from forge_ci.workflow.parser import Workflow, parse_workflow
-    from forge_ci.workflow.plan import build_plan, plan_digest
+    from forge_ci.workflow.parser import Workflow, build_plan, parse_workflow
+    from forge_ci.workflow.plan import plan_digest
     from forge_ci.workflow.triggers import Match, match_pull_request, match_push
 
 _EXPORTS = {
@@ -30,7 +30,7 @@ _EXPORTS = {
     "WorkflowInvalid": "forge_ci.workflow.diagnostics",
     "Workflow": "forge_ci.workflow.parser",
     "parse_workflow": "forge_ci.workflow.parser",
-    "build_plan": "forge_ci.workflow.plan",
+    "build_plan": "forge_ci.workflow.parser",
     "plan_digest": "forge_ci.workflow.plan",
     "RunContext": "forge_ci.workflow.context",
     "RunContextInvalid": "forge_ci.workflow.context",

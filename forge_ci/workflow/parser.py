@@ -12,7 +12,9 @@ check, so ``build_plan`` cannot fail later.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
 from forge_ci.workflow.diagnostics import Problems
@@ -63,6 +65,17 @@ class Workflow:
     document: Mapping = field(repr=False)
     #: The normalized plan as canonical JSON (``build_plan`` decodes it).
     plan_json: bytes = field(repr=False, compare=False)
+
+
+def build_plan(workflow: Workflow) -> dict[str, Any]:
+    """The normalized plan of a parsed workflow (a fresh copy the caller may keep).
+
+    The plan was built and measured while parsing (:class:`forge_ci.workflow.plan.PlanBuilder`)
+    and is kept as its canonical JSON, so this is a JSON decode, which is also the cheapest deep
+    copy. It lives here, beside ``Workflow``, so that the plan module needs nothing of the parser.
+    """
+    plan: dict[str, Any] = json.loads(workflow.plan_json)
+    return plan
 
 
 def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:

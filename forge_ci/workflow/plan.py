@@ -23,9 +23,8 @@ fills them in at run creation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
 from forge_ci.workflow.defaults import RunDefaults
@@ -37,22 +36,9 @@ from forge_ci.workflow.render import PlanValue, render, render_env, static_value
 from forge_ci.workflow.steps import CHECKOUT, Step
 from forge_ci.workflow.templates import Template
 
-if TYPE_CHECKING:
-    from forge_ci.workflow.parser import Workflow
-
 PLAN_VERSION = 1
 MAX_PLAN_BYTES = 1024 * 1024
 MAX_DEFAULT_NAME = 100
-
-
-def build_plan(workflow: Workflow) -> dict[str, Any]:
-    """The normalized plan of a parsed workflow (a fresh copy the caller may keep).
-
-    The plan was built and measured while parsing; it is kept as its canonical JSON, so this is
-    a JSON decode, which is also the cheapest deep copy.
-    """
-    plan: dict[str, Any] = json.loads(workflow.plan_json)
-    return plan
 
 
 def plan_digest(plan: Mapping[str, Any]) -> str:

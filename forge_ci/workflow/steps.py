@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from forge_ci.protocol import CHECKOUT as CHECKOUT
 from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
 from forge_ci.workflow.diagnostics import Problems
@@ -23,7 +24,6 @@ from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
 
 MAX_STEPS = 64
-CHECKOUT = "forge-ci/checkout@v1"
 STEP_KEYS = (
     "id",
     "name",

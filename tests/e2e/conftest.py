@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from forge_ci_testing.forge import Forge, docker_names
 from tests.conftest import RedisServer, need
-from tests.e2e.forge import Forge, docker_names
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """A push runs jobs in containers, end to end: OpenSSH push -> forge-ci ssh -> worker -> run ->
 provider (a subprocess, two slots) -> job containers -> logs -> the run's result.
 
-Each test has its own repository on the shared forge (tests/e2e/forge.py).
+Each test has its own repository on the shared forge (forge_ci_testing/forge.py).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from forge_ci.models import Attempt
-from tests.e2e.forge import LINUX, Forge, docker_names, wait_for, workflow
+from forge_ci_testing.forge import LINUX, Forge, docker_names, wait_for, workflow
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

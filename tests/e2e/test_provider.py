@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from tests.e2e.forge import LEASE_SECONDS, LINUX, Forge, docker_names, wait_for, workflow
+from forge_ci_testing.forge import LEASE_SECONDS, LINUX, Forge, docker_names, wait_for, workflow
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from forge_ci.accounts import (
 from forge_ci.authz import Actor
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.sshkeys import parse_public_key
-from tests.forge_ci.keys import fingerprint, make_key
+from forge_ci_testing.keys import fingerprint, make_key
 
 OPERATOR = Actor.operator()
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 
 from forge_ci.hookwire import (
+    REFERENCE_TRANSACTION,
     Answer,
     Request,
-    Update,
     WireError,
     decode_answer,
     decode_request,
     encode_answer,
     encode_request,
-    events_in,
-    is_zero,
     parse_updates,
 )
+from forge_ci.refs import Update, events_in, is_zero
 
 ZERO, A, B = "0" * 40, "a" * 40, "b" * 40
 
@@ -70,8 +69,15 @@ def test_only_real_moves_outside_forge_ci_make_events() -> None:
         f"{ZERO} {A} refs/forge-ci/push-events/1\n"
         f"{A} {ZERO} refs/tags/v1\n"
     )
-    assert events_in(updates) == [
-        Update(ZERO, A, "refs/heads/main"),
-        Update(A, ZERO, "refs/tags/v1"),
-    ]
+    events = (Update(ZERO, A, "refs/heads/main"), Update(A, ZERO, "refs/tags/v1"))
+    assert events_in(updates) == events
     assert is_zero(ZERO) and is_zero("0" * 64) and not is_zero(A)
+    # The filter is applied once, where a reference-transaction request is decoded; pre-receive
+    # sees every update, since it must refuse pushes into refs/forge-ci/.
+    for phase in ("prepared", "committed", "aborted"):
+        request = decode_request(
+            encode_request(Request(REFERENCE_TRANSACTION, phase, "s", updates))
+        )
+        assert request.updates == events
+    request = decode_request(encode_request(Request("pre-receive", "-", "s", updates)))
+    assert request.updates == updates

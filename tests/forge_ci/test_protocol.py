@@ -322,3 +322,17 @@ def test_protocol_imports_under_python_dash_s() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1", "1"]
+
+
+def test_the_wire_speaks_the_vocabulary_of_forge_ci_states() -> None:
+    """protocol spells its states out (the runner cannot import states.py); they must agree."""
+    from forge_ci import protocol, states
+
+    assert set(protocol.ATTEMPT_STATES) == set(states.ATTEMPT_TRANSITIONS)
+    assert set(protocol.STEP_WIRE_STATES) == set(states.STEP_TRANSITIONS) - {states.PENDING}
+    assert set(protocol.STEP_CONCLUSIONS) == states.ALLOWED_CONCLUSIONS["step"]
+    assert set(protocol.ATTEMPT_CONCLUSIONS) == states.ALLOWED_CONCLUSIONS["attempt"]
+    # Only the server decides that an attempt was lost.
+    assert set(protocol.REPORTED_CONCLUSIONS) == states.ALLOWED_CONCLUSIONS["attempt"] - {
+        states.LOST
+    }

@@ -13,7 +13,6 @@ from forge_ci.accounts import create_user, get_user
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import Conflict, NeedsInspection, NotFound, PermissionDenied
 from forge_ci.gitstore import repository_path
-from forge_ci.hookwire import Update
 from forge_ci.models import PushEvent, PushEventState, User
 from forge_ci.models.push_events import TRANSITIONS
 from forge_ci.pushes.events import (
@@ -26,6 +25,7 @@ from forge_ci.pushes.inspection import resolve_push_event
 from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates, refusal_reason
 from forge_ci.pushes.settling import Settled, confirm_updates, settle_repository
+from forge_ci.refs import Update, events_in
 from forge_ci.repos import create_repository, grant
 from forge_ci.settings import Settings
 
@@ -150,13 +150,16 @@ def test_intents_are_recorded_once_confirmed_and_cancelled(
 ) -> None:
     context = push(session, repo_id)
     a, b = commit(git, "a"), commit(git, "b")
-    updates = [
-        Update(ZERO, a, "refs/heads/main"),
-        Update(a, b, "refs/heads/dev"),
-        Update(ZERO, a, "HEAD"),  # git's reflog-only mirror of the branch HEAD points to
-        Update(ZERO, ZERO, "refs/heads/gone"),  # git's no-op packed-refs update
-        Update(ZERO, a, "refs/forge-ci/push-events/9"),  # internal: never an event
-    ]
+    # What a reference-transaction request holds once decoded (hookwire drops the rest).
+    updates = events_in(
+        [
+            Update(ZERO, a, "refs/heads/main"),
+            Update(a, b, "refs/heads/dev"),
+            Update(ZERO, a, "HEAD"),  # git's reflog-only mirror of the branch HEAD points to
+            Update(ZERO, ZERO, "refs/heads/gone"),  # git's no-op packed-refs update
+            Update(ZERO, a, "refs/forge-ci/push-events/9"),  # internal: never an event
+        ]
+    )
     ids = record_intents(session, context, updates)
     assert len(ids) == 2
     assert record_intents(session, context, updates) == ids  # git repeating itself

@@ -79,13 +79,16 @@ def test_test_faults_need_testing_switched_on(tmp_path: Path) -> None:
         env={
             **base,
             "FORGE_CI_TESTING": "1",
-            "FORGE_CI_TEST_FAULTS": "pause-before-record, unhooked=a/b+c/d",
+            "FORGE_CI_TEST_FAULTS": "pause-before-record, job-minute-seconds=2",
         }
     )
     assert settings.test_fault("pause-before-record") is not None
-    fault = settings.test_fault("unhooked")
-    assert fault is not None and fault.argument == "a/b+c/d"
+    fault = settings.test_fault("job-minute-seconds")
+    assert fault is not None and fault.argument == "2"
     assert settings.test_fault("pause-before-committed-mark") is None
+    # No fault can switch a check off: the benchmark's push without hooks is not a fault.
+    with pytest.raises(ConfigurationError, match="unknown fault 'unhooked'"):
+        load_settings(env={**base, "FORGE_CI_TESTING": "1", "FORGE_CI_TEST_FAULTS": "unhooked=a/b"})
 
 
 def test_the_configuration_file_cannot_switch_faults_on(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from forge_ci import hookwire
 from forge_ci.errors import ConfigurationError
+from forge_ci.refs import Update
 from forge_ci.settings import load_settings
 from hooks.install import check_bash_tcp, find_bash, hook_program, install_hooks
 from ssh.hookserver import HookListener
@@ -104,12 +105,12 @@ def test_pre_receive_asks_the_push_and_obeys(hooks_dir: Path, recorder: Recorder
     [request] = recorder.requests
     assert (request.hook, request.phase, request.session) == ("pre-receive", "-", "session-1")
     assert request.updates == (
-        hookwire.Update(ZERO, A, "refs/heads/main"),
-        hookwire.Update(A, B, "refs/tags/v1"),
+        Update(ZERO, A, "refs/heads/main"),
+        Update(A, B, "refs/tags/v1"),
     )
     # A last line without its newline is still read.
     run_hook(hooks_dir, "pre-receive", stdin=f"{ZERO} {A} refs/heads/x", env=recorder.env)
-    assert recorder.requests[-1].updates == (hookwire.Update(ZERO, A, "refs/heads/x"),)
+    assert recorder.requests[-1].updates == (Update(ZERO, A, "refs/heads/x"),)
 
     recorder.answer = hookwire.Answer(False, "forge-ci: push refused:\n  because")
     result = run_hook(hooks_dir, "pre-receive", stdin=lines, env=recorder.env)
@@ -130,7 +131,7 @@ def test_reference_transaction_reports_real_updates_of_each_phase(
         result = run_hook(hooks_dir, "reference-transaction", phase, stdin=lines, env=recorder.env)
         assert result.returncode == 0, result.stderr
     assert [(r.phase, r.updates) for r in recorder.requests] == [
-        (phase, (hookwire.Update(ZERO, A, "refs/heads/main"),))
+        (phase, (Update(ZERO, A, "refs/heads/main"),))
         for phase in ("prepared", "committed", "aborted")
     ]
     recorder.answer = hookwire.Answer(False, "forge-ci: cannot record")

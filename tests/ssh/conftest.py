@@ -19,10 +19,10 @@ from forge_ci.authz import Actor, Role
 from forge_ci.db import Database
 from forge_ci.repos import create_repository, grant
 from forge_ci.settings import Settings
+from forge_ci_testing.git import GitClient
+from forge_ci_testing.keys import make_key
 from hooks.install import install_hooks
 from ssh.server import SshServer
-from tests.forge_ci.keys import make_key
-from tests.ssh.helpers import GitClient
 
 PEOPLE = ("alice", "bob", "carol", "dave")
 MakeClient = Callable[..., GitClient]

@@ -12,8 +12,9 @@ from pathlib import Path
 from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
 from forge_ci.settings import Settings, TestFault
+from forge_ci_testing.git import GitClient
 from tests.ssh.conftest import MakeClient
-from tests.ssh.helpers import ZERO, GitClient, ServerProcess, event_pins, events, refs
+from tests.ssh.helpers import ZERO, ServerProcess, event_pins, events, refs
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:

@@ -15,11 +15,12 @@ from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
 from forge_ci.gitstore import repository_path
 from forge_ci.hookchecks import git_problem
-from forge_ci.settings import Settings
+from forge_ci.settings import Settings, TestFault
+from forge_ci_testing.git import GitClient
 from hooks.install import install_hooks
 from ssh.server import SshServer
 from tests.ssh.conftest import MakeClient
-from tests.ssh.helpers import ZERO, GitClient, accepted, event_pins, events, refs
+from tests.ssh.helpers import ZERO, ServerProcess, accepted, event_pins, events, refs
 
 
 def rev(client: GitClient, work: Path, what: str = "HEAD") -> str:
@@ -227,6 +228,30 @@ def test_missing_or_non_executable_hooks_refuse_pushes(
     install_hooks(world)
     alice.push(work, "main")
     assert [row[4] for row in events(database)] == ["confirmed"]
+
+
+def test_testing_mode_cannot_disable_the_hooks_of_a_server_started_normally(
+    world: Settings, database: Database, client_for: MakeClient
+) -> None:
+    """``FORGE_CI_TESTING=1`` switches faults on, and no fault can skip the hook requirement.
+
+    The fault that once let the benchmark push without hooks is refused at start, and a server
+    started normally (``forge-ci ssh``) with testing on still refuses pushes without its hooks.
+    """
+    with pytest.raises(AssertionError, match="server did not start") as refused:
+        ServerProcess(world, faults=(TestFault("unhooked", "alice/demo"),))
+    assert "unknown fault 'unhooked'" in str(refused.value)
+    (world.hooks_dir / "pre-receive").unlink()
+    # Testing switched on (with a fault that only shortens job minutes), hooks missing.
+    server = ServerProcess(world, faults=(TestFault("job-minute-seconds", "1"),))
+    try:
+        alice = client_for("alice", server.port)
+        result = alice.push(alice.work_tree(), "main", check=False)
+    finally:
+        server.stop()
+    assert result.returncode != 0
+    assert "pre-receive is missing" in result.stderr
+    assert refs(world) == {} and events(database) == []
 
 
 def test_a_git_too_old_for_the_transaction_hook_refuses_pushes(

@@ -20,9 +20,10 @@ from forge_ci.models import Run
 from forge_ci.repos import set_push_workflows
 from forge_ci.runs.queries import show_push_event
 from forge_ci.settings import Settings
+from forge_ci_testing.git import GitClient
 from ssh.server import SshServer
 from tests.ssh.conftest import MakeClient
-from tests.ssh.helpers import REPO_ROOT, GitClient, events
+from tests.ssh.helpers import REPO_ROOT, events
 
 OPERATOR = Actor.operator()
 CI = """\

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from forge_ci.cli.setup import ensure_layout
 from forge_ci.db import Database
 from forge_ci.settings import Settings
-from forge_ci.setup import ensure_layout
 from tests.conftest import REPO_ROOT, make_settings, need
 from tests.web.people import PASSWORD, People, create_people
 from web import create_app

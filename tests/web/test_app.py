@@ -17,7 +17,7 @@ from web import create_app
 
 
 def test_an_unmigrated_database_is_refused_at_start(data_dir: Path, empty_db_url: str) -> None:
-    from forge_ci.setup import ensure_layout
+    from forge_ci.cli.setup import ensure_layout
 
     settings = make_settings(data_dir, empty_db_url)
     ensure_layout(settings)
@@ -48,7 +48,7 @@ def test_session_cookies_are_httponly_lax_and_secure_behind_https(
     cookie = plain.test_client().get("/-/login").headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
 
-    from forge_ci.setup import ensure_layout
+    from forge_ci.cli.setup import ensure_layout
 
     https_settings = make_settings(
         tmp_path / "https-data", sqlite_db_url, FORGE_CI_PUBLIC_URL="https://ci.example.org"

@@ -200,3 +200,34 @@ def test_rerun_of_a_completed_run(
     assert response.headers["Location"] == "/olivia/app/pipelines/2"
     second = olivia.get("/olivia/app/pipelines/2").get_data(as_text=True)
     assert "rerun of" in second and 'href="/olivia/app/pipelines/1"' in second
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["", "/jobs/{lint}", "/updates", "/attempts/{attempt}/logs"],
+    ids=["run", "job", "updates", "logs"],
+)
+def test_a_run_page_looks_its_repository_up_once(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    database: Database,
+    path: str,
+) -> None:
+    """The run, its blockers and its log are read in a repository authorized once per request."""
+    from sqlalchemy import event
+
+    url = RUN + path.format(lint=standard.jobs["lint"], attempt=standard.lint.attempt_id)
+    browser = as_person("rita")
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        response = browser.get(url)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    lookups = [s for s in statements if "FROM repositories JOIN users" in " ".join(s.split())]
+    assert len(lookups) == 1, lookups

@@ -16,12 +16,12 @@ from forge_ci.accounts import create_user
 from forge_ci.authz import Actor
 from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
-from forge_ci.hookwire import Update
 from forge_ci.locks import repository_lock
 from forge_ci.models import PushEvent
 from forge_ci.pushes.intents import PushContext, record_intents
 from forge_ci.pushes.settling import confirm_updates, settle_repository
 from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
+from forge_ci.refs import Update
 from forge_ci.repos import create_repository
 from forge_ci.runs.events import EventOutcome
 from forge_ci.settings import Settings

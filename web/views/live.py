@@ -17,13 +17,13 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
-from forge_ci.authz import Role, role_in
-from forge_ci.coordinator.blockers import queue_blockers
-from forge_ci.coordinator.logs import find_attempt, read_log_page
+from forge_ci.authz import Role
+from forge_ci.coordinator.blockers import queue_blockers_in
+from forge_ci.coordinator.logs import find_attempt_in, read_log_page, read_log_page_in
 from forge_ci.errors import InvalidInput
 from forge_ci.models import utcnow
-from forge_ci.repos import find_repository
-from forge_ci.runs.details import JobDetail, StepDetail, run_details
+from forge_ci.runs.details import JobDetail, StepDetail, run_details_in
+from web.access import request_repository
 from web.auth import current_actor
 from web.errors import json_view
 from web.present import duration, status, timestamp
@@ -83,12 +83,9 @@ def _job(job: JobDetail, note: str) -> dict[str, Any]:
 @blueprint.route(RUN + "/updates")
 @json_view
 def updates(owner: str, name: str, number: int) -> Response:
-    actor = current_actor()
-    full_name = f"{owner}/{name}"
-    repo = find_repository(db(), actor, full_name, Role.READ)
-    details = run_details(db(), actor, full_name, number)
-    blockers = queue_blockers(db(), actor, full_name, number)
-    role = role_in(db(), actor, repo)
+    access = request_repository(owner, name)
+    details = run_details_in(db(), access, number)
+    blockers = queue_blockers_in(db(), access, number)
     waiting = waiting_for(details)
     run = details.run
     db().rollback()
@@ -106,7 +103,7 @@ def updates(owner: str, name: str, number: int) -> Response:
             "duration": duration(run.started_at, run.completed_at),
         },
         "jobs": [_job(job, job_note(job, blockers.get(job.id), waiting)) for job in details.jobs],
-        "controls": controls(role is not None and role >= Role.ADMIN, details),
+        "controls": controls(access.role >= Role.ADMIN, details),
         "server_time": timestamp(utcnow()),
     }
     return _no_store(jsonify(body))
@@ -128,7 +125,7 @@ def _cursor(value: str | None) -> int:
 @json_view
 def logs(owner: str, name: str, number: int, attempt_id: int) -> Response:
     after = _cursor(request.args.get("after"))
-    page = read_log_page(db(), current_actor(), f"{owner}/{name}", number, attempt_id, after)
+    page = read_log_page_in(db(), request_repository(owner, name), number, attempt_id, after)
     db().rollback()
     return _no_store(jsonify(page.as_dict()))
 
@@ -138,8 +135,8 @@ def log_text(owner: str, name: str, number: int, attempt_id: int) -> Response:
     actor = current_actor()
     full_name = f"{owner}/{name}"
     # Authorize and find the attempt before the response starts; the pages follow in their own
-    # sessions so that a long log does not hold one transaction open.
-    find_attempt(db(), actor, full_name, number, attempt_id)
+    # sessions so that a long log does not hold one transaction open (each page rechecks).
+    find_attempt_in(db(), request_repository(owner, name), number, attempt_id)
     db().rollback()
     database = state().database
 

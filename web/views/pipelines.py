@@ -10,13 +10,14 @@ from __future__ import annotations
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from forge_ci.authz import Role, role_in
+from forge_ci.authz import Role
 from forge_ci.errors import ForgeCIError, InvalidInput
 from forge_ci.repos import find_repository, set_push_workflows
 from forge_ci.runs.choices import dispatch_choices
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.queries import list_runs
 from forge_ci.runs.recent import recent_push_events
+from web.access import request_repository
 from web.auth import current_actor
 from web.storage import db, settings
 
@@ -39,8 +40,8 @@ def _page(
     status: int = 200,
 ) -> tuple[str, int]:
     actor = current_actor()
-    repo = find_repository(db(), actor, full_name(owner, name), Role.READ)
-    role = role_in(db(), actor, repo)
+    access = request_repository(owner, name)
+    repo, role = access.repository, access.role
     can_manage = role is not None and role >= Role.ADMIN
     runs = list_runs(db(), actor, repo.full_name, limit=RUNS_SHOWN)
     events = recent_push_events(db(), actor, repo.full_name, limit=EVENTS_SHOWN)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 from werkzeug.wrappers import Response
 
-from forge_ci.authz import Role, role_in
-from forge_ci.repos import find_repository, list_repositories
+from forge_ci.repos import list_repositories
+from web.access import request_repository
 from web.auth import current_actor, current_user, login_redirect
 from web.storage import db, settings
 
@@ -23,10 +23,8 @@ def home() -> Response | str:
 
 @blueprint.route("/<owner:owner>/<repo:name>")
 def repository(owner: str, name: str) -> str:
-    actor = current_actor()
-    repo = find_repository(db(), actor, f"{owner}/{name}", Role.READ)
-    role = role_in(db(), actor, repo)
-    assert role is not None  # find_repository checked READ
+    access = request_repository(owner, name)
+    repo, role = access.repository, access.role
     return render_template(
         "repository.html",
         repo=repo,

@@ -12,12 +12,13 @@ from typing import Any
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from forge_ci.authz import Role, role_in
-from forge_ci.coordinator.blockers import Blocker, queue_blockers
-from forge_ci.repos import find_repository
+from forge_ci import states
+from forge_ci.authz import Role
+from forge_ci.coordinator.blockers import Blocker, queue_blockers_in
 from forge_ci.runs.cancel import cancel_run
-from forge_ci.runs.details import JobDetail, RunDetails, run_details
+from forge_ci.runs.details import JobDetail, RunDetails, run_details_in
 from forge_ci.runs.rerun import rerun_run
+from web.access import request_repository
 from web.auth import current_actor
 from web.graph import dependency_graph
 from web.logs import LogSnapshot, log_snapshot
@@ -29,13 +30,10 @@ RUN = "/<owner:owner>/<repo:name>/pipelines/<int:number>"
 
 
 def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
-    actor = current_actor()
-    full_name = f"{owner}/{name}"
-    repo = find_repository(db(), actor, full_name, Role.READ)
-    details = run_details(db(), actor, full_name, number)
-    blockers = queue_blockers(db(), actor, full_name, number)
-    role = role_in(db(), actor, repo)
-    can_manage = role is not None and role >= Role.ADMIN
+    access = request_repository(owner, name)
+    details = run_details_in(db(), access, number)
+    blockers = queue_blockers_in(db(), access, number)
+    can_manage = access.role >= Role.ADMIN
     waiting = waiting_for(details)
 
     # Built once: the graph and the list link every job (url_for is not free x 256 jobs x 2).
@@ -48,7 +46,7 @@ def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
         return hrefs[job.id]
 
     return {
-        "repo": repo,
+        "repo": access.repository,
         "details": details,
         "run": details.run,
         "jobs": details.jobs,
@@ -63,13 +61,12 @@ def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
 
 def controls(can_manage: bool, details: RunDetails) -> dict[str, bool]:
     """Which run buttons apply now (all False for people who may not use them)."""
-    unsuccessful = ("failure", "cancelled", "timed_out", "lost")
     return {
         "cancel": can_manage and not details.is_terminal,
         "rerun": can_manage and details.is_terminal,
         "rerun_failed": can_manage
         and details.is_terminal
-        and any(job.conclusion in unsuccessful for job in details.jobs),
+        and any(job.conclusion in states.UNSUCCESSFUL for job in details.jobs),
     }
 
 
@@ -79,7 +76,7 @@ def waiting_for(details: RunDetails) -> dict[int, str]:
     unfinished = {job.id for job in details.jobs if not job.is_terminal}
     result = {}
     for job in details.jobs:
-        if job.state == "waiting":
+        if job.state == states.WAITING:
             result[job.id] = ", ".join(sorted({names[n] for n in job.needs if n in unfinished}))
     return result
 
@@ -88,7 +85,7 @@ def job_note(job: JobDetail, blocker: Blocker | None, waiting: dict[int, str]) -
     """One sentence under the job: why it waits, or why the server decided its fate."""
     if blocker is not None:
         return blocker.message
-    if job.state == "waiting" and waiting.get(job.id):
+    if job.state == states.WAITING and waiting.get(job.id):
         return f"Waiting for {waiting[job.id]}."
     if job.status_reason:
         return job.status_reason
@@ -122,7 +119,7 @@ def job(owner: str, name: str, number: int, job_id: int) -> str:
     attempt = selected.latest_attempt
     log: LogSnapshot | None = None
     if attempt is not None:
-        log = log_snapshot(db(), current_actor(), f"{owner}/{name}", number, attempt.id)
+        log = log_snapshot(db(), request_repository(owner, name), number, attempt.id)
     step = request.args.get("step", "")
     if step and step not in {s.step_id for s in selected.steps}:
         step = ""

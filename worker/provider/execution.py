@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from forge_ci import protocol
+from forge_ci import protocol, states
 from forge_ci.errors import ForgeCIError, Unavailable
 from forge_ci.protocol import (
     API_PREFIX,
@@ -38,12 +38,8 @@ from forge_ci.protocol import (
     RunnerInput,
     request_body,
 )
-from worker.provider.containers import (
-    NO_NETWORK,
-    DockerDriver,
-    JobContainer,
-    JobContainerSpec,
-)
+from worker.provider.containers import DockerDriver
+from worker.provider.jobspec import NO_NETWORK, JobContainer, JobContainerSpec
 from worker.provider.relay import Relay
 from worker.provider.socket_dirs import api_socket_path, make_socket_dir, remove_socket_dir
 from worker.provider.upstream import Server
@@ -298,7 +294,9 @@ def report_failed_start(server: Server, attempt_id: int, credential: str) -> boo
     Uses the attempt credential, like a runner would; a few tries, then the lease decides.
     """
     body = protocol.dumps(
-        request_body(CompleteRequest(execution_id="", conclusion="failure", last_log_sequence=0))
+        request_body(
+            CompleteRequest(execution_id="", conclusion=states.FAILURE, last_log_sequence=0)
+        )
     )
     path = f"{API_PREFIX}/attempts/{attempt_id}/complete"
     for pause in (0.5, 2.0, 0.0):

@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from forge_ci import states
 from forge_ci.errors import ConfigurationError, ForgeCIError
 from worker.provider.claims import (
     CLAIM_WAIT_SECONDS,
@@ -35,8 +36,9 @@ from worker.provider.claims import (
     ProviderRefused,
     Stopped,
 )
-from worker.provider.containers import NO_NETWORK, DockerDriver, JobLimits
+from worker.provider.containers import DockerDriver
 from worker.provider.execution import AttemptExecutor
+from worker.provider.jobspec import NO_NETWORK, JobLimits
 from worker.provider.socket_dirs import remove_socket_dir
 from worker.provider.state import ClaimRecord, ProviderState
 from worker.provider.upstream import Server
@@ -235,7 +237,7 @@ class ProviderService:
             self.state.forget(record)
             return
         attempt_id = assignment.attempt_id
-        if assignment.state != "leased":
+        if assignment.state != states.LEASED:
             # A replay answered with an attempt that a runner already started: this provider
             # lost track of its container, and a job is never started twice.
             log.error(

@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 
 from forge_ci.errors import Conflict, InvalidInput
-from worker.provider.containers import API_SOCKET_NAME, JOB_GID, JOB_UID, check_id
+from worker.provider.jobspec import API_SOCKET_NAME, JOB_GID, JOB_UID, check_id
 
 
 def make_socket_dir(parent: Path, attempt_id: str) -> Path:

@@ -24,6 +24,7 @@ from typing import Any
 
 from forge_ci import protocol
 from forge_ci.protocol import (
+    CHECKOUT,
     MAX_BODY_BYTES,
     MAX_OUTPUTS,
     AssignmentStep,
@@ -58,7 +59,6 @@ from worker.runner.steps import StepStartError, run_script
 from worker.runner.uploader import Uploader
 from worker.runner.watchdog import STOP_CONCLUSIONS, Watchdog
 
-CHECKOUT = "forge-ci/checkout@v1"
 #: Budgets after the steps ended (seed: "three-second budget after process cleanup").
 FINAL_LOG_SECONDS = 3.0
 FINAL_COMPLETE_SECONDS = 3.0

@@ -12,7 +12,7 @@ import pygit2
 import pytest
 
 from forge_ci.cli import main
-from tests.forge_ci.keys import fingerprint, make_key
+from forge_ci_testing.keys import fingerprint, make_key
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -213,8 +213,8 @@ def test_hooks_are_installed_by_init_and_on_demand(cli: Cli) -> None:
 
 def test_push_events_are_listed(cli: Cli) -> None:
     from forge_ci.db import Database
-    from forge_ci.hookwire import Update
     from forge_ci.pushes.intents import PushContext, record_intents
+    from forge_ci.refs import Update
     from forge_ci.settings import load_settings
 
     cli.ok("user", "add", "alice", "--no-password")

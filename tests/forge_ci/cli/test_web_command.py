@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from forge_ci.setup import ensure_layout
+from forge_ci.cli.setup import ensure_layout
 from tests.conftest import REPO_ROOT, make_settings
 
 

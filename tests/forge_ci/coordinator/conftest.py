@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from forge_ci.cli.setup import ensure_layout
 from forge_ci.db import Database
 from forge_ci.settings import Settings
-from forge_ci.setup import ensure_layout
 from tests.conftest import make_settings
 from tests.forge_ci.coordinator.world import World
 

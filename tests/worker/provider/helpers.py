@@ -13,12 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.provider.containers import (
-    DockerDriver,
-    JobContainer,
-    JobContainerSpec,
-    JobLimits,
-)
+from worker.provider.containers import DockerDriver
+from worker.provider.jobspec import JobContainer, JobContainerSpec, JobLimits
 from worker.provider.socket_dirs import (
     allow_job_connect,
     api_socket_path,

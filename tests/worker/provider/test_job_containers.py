@@ -21,13 +21,8 @@ from tests.worker.provider.helpers import (
     labelled,
     new_provider_id,
 )
-from worker.provider.containers import (
-    DockerDriver,
-    JobContainer,
-    JobContainerSpec,
-    JobLimits,
-    MiB,
-)
+from worker.provider.containers import DockerDriver
+from worker.provider.jobspec import JobContainer, JobContainerSpec, JobLimits, MiB
 from worker.provider.socket_dirs import make_socket_dir
 
 pytestmark = pytest.mark.docker

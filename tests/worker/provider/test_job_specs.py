@@ -15,13 +15,8 @@ from typing import Any
 import pytest
 
 from forge_ci.errors import ConfigurationError, InvalidInput, Unavailable
-from worker.provider.containers import (
-    MAX_STDIN_BYTES,
-    DockerDriver,
-    JobContainerSpec,
-    JobLimits,
-    MiB,
-)
+from worker.provider.containers import DockerDriver
+from worker.provider.jobspec import MAX_STDIN_BYTES, JobContainerSpec, JobLimits, MiB
 
 NOWHERE = "unix:///nonexistent/forge-ci-test/docker.sock"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from forge_ci.errors import Conflict, InvalidInput
-from worker.provider.containers import JOB_GID, JOB_UID
+from worker.provider.jobspec import JOB_GID, JOB_UID
 from worker.provider.socket_dirs import (
     allow_job_connect,
     api_socket_path,

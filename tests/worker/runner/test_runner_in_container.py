@@ -20,7 +20,8 @@ from werkzeug.serving import make_server
 
 from forge_ci.protocol import RUNNER_API_SOCKET, RUNNER_WORKSPACE
 from tests.worker.runner.conftest import REPO_ROOT, Executable, Forge, workflow
-from worker.provider.containers import DockerDriver, JobContainerSpec
+from worker.provider.containers import DockerDriver
+from worker.provider.jobspec import JobContainerSpec
 from worker.provider.socket_dirs import (
     allow_job_connect,
     api_socket_path,

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 
 from forge_ci.accounts import create_user
 from forge_ci.authz import Actor
+from forge_ci.cli.setup import ensure_layout
 from forge_ci.coordinator.credentials import new_token
 from forge_ci.coordinator.providers import create_provider
 from forge_ci.db import Database, begin_write, create_db_engine
@@ -30,7 +31,6 @@ from forge_ci.models import Job, Repository, Run, RunSequence, User, utcnow
 from forge_ci.repos import create_repository
 from forge_ci.runs.numbering import next_run_number
 from forge_ci.settings import Settings, load_settings
-from forge_ci.setup import ensure_layout
 
 OPERATOR = Actor.operator()
 

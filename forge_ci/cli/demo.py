@@ -25,6 +25,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from forge_ci import states
 from forge_ci.accounts import add_key, create_user
 from forge_ci.authz import Actor
 from forge_ci.db import Database
@@ -217,7 +218,7 @@ def wait_for_run(database: Database, sha: str, echo: Echo, has_provider: bool) -
     while True:
         with database.session() as session:
             view = show_run(session, Actor.operator(), DEMO_REPO, number)
-        if view.state == "completed":
+        if view.state == states.COMPLETED:
             return number
         if time.monotonic() > deadline:
             echo(f"run #{number} is still {view.state} after {RUN_ENDS_SECONDS:g} s")

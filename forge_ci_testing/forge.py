@@ -11,6 +11,7 @@ seconds) and job minutes of ``JOB_MINUTE_SECONDS`` (the ``job-minute-seconds`` t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import signal
@@ -34,10 +35,10 @@ from forge_ci.models import Attempt
 from forge_ci.repos import create_repository, set_push_workflows
 from forge_ci.runs.queries import RunView, show_run
 from forge_ci.settings import Settings, load_settings
-from tests.forge_ci.keys import make_key
-from tests.ssh.helpers import GitClient
+from forge_ci_testing.git import GitClient
+from forge_ci_testing.keys import make_key
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 OPERATOR = Actor.operator()
 OWNER = "alice"
 LEASE_SECONDS = 6
@@ -168,7 +169,7 @@ class Forge:
         self.spawn("ssh", "ssh")
         self.spawn("worker", "worker")
         for name, port in (("web", self.web_port), ("ssh", self.ssh_port)):
-            wait_for(f"forge-ci {name} on port {port}", lambda p=port: _answers(p), 60)
+            wait_for(f"forge-ci {name} on port {port}", functools.partial(_answers, port), 60)
         self.start_provider()
 
     def start_provider(self) -> subprocess.Popen[bytes]:

@@ -1,0 +1,98 @@
+"""What a process really loads: the import-linter contracts, checked against ``sys.modules``.
+
+The contracts read import statements; these tests run the code and list every module loaded,
+so a lazy import that crept to module level (or a heavy dependency pulled in by a light one)
+shows up as well.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+#: What no hook-side module and no plain operator command may load.
+HEAVY = ("flask", "flask_sqlalchemy", "werkzeug", "paramiko", "docker", "gunicorn", "rq")
+
+#: Runs ``forge_ci.cli.main(argv[2:])`` and writes the loaded module names to ``argv[1]``.
+_CLI_PROBE = """
+import json, sys
+from forge_ci.cli import main
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(sys.modules), out)
+sys.exit(code)
+"""
+
+
+def _roots(modules: list[str]) -> set[str]:
+    return {name.split(".")[0] for name in modules}
+
+
+def test_the_hook_side_loads_only_the_standard_library() -> None:
+    """Everything the hooks' side imports (install, wire format, ref rules) runs under ``-S``.
+
+    ``python -S`` has no site-packages: an import of anything outside the standard library,
+    forge_ci and hooks fails here, however indirect.
+    """
+    code = (
+        "import json, sys\n"
+        "import hooks.install, forge_ci.hookwire, forge_ci.refs, forge_ci.hookchecks\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    extra = _roots(json.loads(result.stdout)) - set(sys.stdlib_module_names)
+    assert extra <= {"forge_ci", "hooks", "__main__"}, sorted(extra)
+
+
+def _cli_modules(tmp_path: Path, env: dict[str, str], *argv: str) -> set[str]:
+    listing = tmp_path / f"modules-{argv[0]}-{argv[1]}.json"
+    result = subprocess.run(
+        [sys.executable, "-c", _CLI_PROBE, str(listing), *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return _roots(json.loads(listing.read_text()))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("user", "list"), ("workflow", "validate", "ci.yml")],
+    ids=["user-list", "workflow-validate"],
+)
+def test_operator_commands_load_no_front_door_dependency(
+    tmp_path: Path, sqlite_db_url: str, argv: tuple[str, ...]
+) -> None:
+    """``forge-ci user list`` and ``forge-ci workflow validate`` load no Flask, paramiko, Docker.
+
+    (Nor RQ or gunicorn.) Only the command that starts a front door may import it.
+    """
+    (tmp_path / "ci.yml").write_text(
+        "on: push\njobs:\n  build:\n    runs-on: linux\n    steps:\n      - run: make\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO_ROOT),
+        "FORGE_CI_DATA_DIR": str(tmp_path / "data"),
+        "FORGE_CI_DATABASE_URL": sqlite_db_url,
+    }
+    loaded = _cli_modules(tmp_path, env, *argv)
+    assert "forge_ci" in loaded and "click" in loaded  # the probe really ran the command
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
