@@ -238,7 +238,7 @@ class Database:
         from forge_ci.migrations import check_schema
 
         with unavailable_on_failure(self.url):
-            check_schema(self.engine)
+            check_schema(reader(self.engine))  # only reads: takes no write lock
 
     def dispose(self) -> None:
         self.engine.dispose()

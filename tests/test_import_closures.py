@@ -87,6 +87,7 @@ def test_operator_commands_load_no_front_door_dependency(
     (tmp_path / "ci.yml").write_text(
         "on: push\njobs:\n  build:\n    runs-on: linux\n    steps:\n      - run: make\n"
     )
+    (tmp_path / "data").mkdir()
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(REPO_ROOT),

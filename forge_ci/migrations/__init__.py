@@ -38,9 +38,7 @@ def current_revision(engine: Engine) -> str | None:
     """The revision stamped in the database, or None when it was never migrated."""
     from alembic.runtime.migration import MigrationContext
 
-    from forge_ci.db import reader
-
-    with reader(engine).connect() as conn:
+    with engine.connect() as conn:
         heads = MigrationContext.configure(conn).get_current_heads()
     return heads[0] if heads else None
 

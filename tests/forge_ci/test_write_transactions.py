@@ -50,7 +50,7 @@ from forge_ci.runs.cancel import cancel_run
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.rerun import rerun_run
 from forge_ci.settings import Settings
-from tests.forge_ci.keys import fingerprint, make_key
+from forge_ci_testing.keys import fingerprint, make_key
 
 OPERATOR = Actor.operator()
 WORKFLOW = ".github/workflows/ci.yml"

@@ -16,7 +16,7 @@ import pytest
 
 import forge_ci.settings
 from forge_ci.cli import cli, main
-from tests.forge_ci.keys import make_key
+from forge_ci_testing.keys import make_key
 
 #: What a command needs of the installation, and so which breakages it must answer.
 DATABASE = "database"  # an installation with a current database
