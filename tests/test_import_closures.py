@@ -17,7 +17,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: What no hook-side module and no plain operator command may load.
-HEAVY = ("flask", "flask_sqlalchemy", "werkzeug", "paramiko", "docker", "gunicorn", "rq")
+HEAVY = ("flask", "werkzeug", "paramiko", "docker", "gunicorn", "rq")
 
 #: Runs ``forge_ci.cli.main(argv[2:])`` and writes the loaded module names to ``argv[1]``.
 _CLI_PROBE = """

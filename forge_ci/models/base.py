@@ -1,4 +1,4 @@
-"""The declarative base every model shares (the web uses it through flask_sqlalchemy too)."""
+"""The declarative base every model shares; every process, the web included, uses it directly."""
 
 from __future__ import annotations
 
