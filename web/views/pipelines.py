@@ -7,7 +7,7 @@ use it is refused (403 for readers and writers, 404 for everybody else) whatever
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
 from forge_ci.authz import Role, role_in
@@ -36,7 +36,6 @@ def _page(
     *,
     dispatch_error: str | None = None,
     dispatch_form: dict[str, str] | None = None,
-    status: int = 200,
 ) -> tuple[str, int]:
     actor = current_actor()
     repo = find_repository(db(), actor, full_name(owner, name), Role.READ)
@@ -60,11 +59,26 @@ def _page(
         dispatch_error=dispatch_error,
         dispatch_form=form,
     )
-    return page, status
+    return page, 200
+
+
+#: Where a refused dispatch leaves its reason and the form as sent, for the page after the redirect.
+_DISPATCH_REFUSAL = "dispatch_refusal"
 
 
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines")
 def index(owner: str, name: str) -> tuple[str, int]:
+    refusal = session.pop(_DISPATCH_REFUSAL, None)
+    if isinstance(refusal, dict) and refusal.get("repository") == full_name(owner, name):
+        return _page(
+            owner,
+            name,
+            dispatch_error=str(refusal.get("error", "")),
+            dispatch_form={
+                "branch": str(refusal.get("branch", "")),
+                "workflow": str(refusal.get("workflow", "")),
+            },
+        )
     return _page(owner, name)
 
 
@@ -86,7 +100,7 @@ def push_workflows(owner: str, name: str) -> Response:
 
 
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines/dispatch", methods=["POST"])
-def dispatch(owner: str, name: str) -> Response | tuple[str, int]:
+def dispatch(owner: str, name: str) -> Response:
     branch = request.form.get("branch", "").strip()
     workflow = request.form.get("workflow", "").strip()
     try:
@@ -97,16 +111,17 @@ def dispatch(owner: str, name: str) -> Response | tuple[str, int]:
         if exc.http_status not in (400, 404) or _unreadable(owner, name):
             raise
         db().rollback()
-        # A bad branch or file: show the page again with the form as it was sent.
-        return _page(
-            owner,
-            name,
-            dispatch_error=exc.message,
-            dispatch_form={"branch": branch, "workflow": workflow},
-            status=exc.http_status,
-        )
+        # A bad branch or file: the page again with the reason and the form as it was sent,
+        # after a redirect (a refresh then reloads the page instead of posting again).
+        session[_DISPATCH_REFUSAL] = {
+            "repository": full_name(owner, name),
+            "error": exc.message,
+            "branch": branch,
+            "workflow": workflow,
+        }
+        return redirect(url_for("pipelines.index", owner=owner, name=name) + "#dispatch", 303)
     flash(f"Run #{run.number} was created from {workflow} on {branch}.")
-    return redirect(url_for("runs.show", owner=owner, name=name, number=run.number))
+    return redirect(url_for("runs.show", owner=owner, name=name, number=run.number), 303)
 
 
 def _unreadable(owner: str, name: str) -> bool:
