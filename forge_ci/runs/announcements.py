@@ -80,8 +80,7 @@ def announcement_lines(
     lines: list[str] = []
     with session_scope(read_only=True) as session:
         views = {
-            event_id: show_push_event(session, actor, full_name, event_id)
-            for event_id in event_ids
+            event_id: show_push_event(session, actor, full_name, event_id) for event_id in event_ids
         }
     for event_id in event_ids:
         view = views[event_id]

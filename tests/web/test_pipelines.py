@@ -209,3 +209,24 @@ def test_recent_push_events_show_each_workflows_outcome_and_diagnostics(
     assert "outcome-invalid" in body and "line 5" in body
     assert "outcome-run_created" in body
     assert 'href="/olivia/app/pipelines/1">run #1</a>' in body
+
+
+def test_an_unchanged_invalid_file_is_shown_once_with_a_link_to_its_history(
+    as_person,  # type: ignore[no-untyped-def]
+    pipelines: Pipelines,
+) -> None:
+    """Ten pushes of the same broken file made the page repeat its problems ten times."""
+    as_person("olivia").post(PAGE + "/push-workflows", {"enabled": "on"})
+    broken = "on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux]\n    stepz: []\n"
+    for n in range(4):
+        pipelines.push({".github/workflows/broken.yml": broken, "README": f"{n}\n"})
+    rita = as_person("rita")
+    body = rita.get(PAGE).get_data(as_text=True)
+    assert body.count('class="diagnostics"') == 1 and body.count("line 5") == 1
+    history = "/olivia/app/pipelines/workflow-history?path=.github/workflows/broken.yml"
+    assert f'href="{history}"' in body.replace("%2F", "/")
+    page = rita.get(history).get_data(as_text=True)
+    assert page.count('class="outcome-invalid"') == 4
+    assert page.count('class="diagnostics"') == 1  # the oldest; later pushes say "the same"
+    assert page.count("The same problems as at the push before.") == 3
+    assert as_person("otto").get(history).status_code == 404

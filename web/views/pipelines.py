@@ -16,7 +16,7 @@ from forge_ci.repos import find_repository, set_push_workflows
 from forge_ci.runs.choices import dispatch_choices
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.queries import list_runs
-from forge_ci.runs.recent import recent_push_events
+from forge_ci.runs.recent import latest_workflow_states, recent_push_events, workflow_history
 from web.auth import current_actor
 from web.storage import db, settings
 
@@ -43,6 +43,7 @@ def _page(
     can_manage = role is not None and role >= Role.ADMIN
     runs = list_runs(db(), actor, repo.full_name, limit=RUNS_SHOWN)
     events = recent_push_events(db(), actor, repo.full_name, limit=EVENTS_SHOWN)
+    files = latest_workflow_states(db(), actor, repo.full_name)
     choices = dispatch_choices(db(), settings(), actor, repo.full_name) if can_manage else None
     form = dispatch_form or {}
     if choices is not None:
@@ -55,6 +56,7 @@ def _page(
         can_manage=can_manage,
         runs=runs,
         events=events,
+        files=files,
         choices=choices,
         dispatch_error=dispatch_error,
         dispatch_form=form,
@@ -80,6 +82,27 @@ def index(owner: str, name: str) -> tuple[str, int]:
             },
         )
     return _page(owner, name)
+
+
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines/workflow-history")
+def history(owner: str, name: str) -> str:
+    """One workflow file's outcome at each recent push (``?path=.github/workflows/ci.yml``)."""
+    path = request.args.get("path", "")
+    actor = current_actor()
+    repo = find_repository(db(), actor, full_name(owner, name), Role.READ)
+    entries = workflow_history(db(), actor, repo.full_name, path)
+    # Problems are listed again only where they changed from the push before.
+    repeated = [
+        index + 1 < len(entries)
+        and entry.outcome.diagnostics == entries[index + 1].outcome.diagnostics
+        for index, entry in enumerate(entries)
+    ]
+    return render_template(
+        "workflow_history.html",
+        repo=repo,
+        path=path,
+        entries=list(zip(entries, repeated, strict=True)),
+    )
 
 
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines/push-workflows", methods=["POST"])
