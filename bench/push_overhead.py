@@ -18,6 +18,11 @@ Wall time on a busy machine mostly measures waiting for a CPU, so the CPU time t
 process and everything it ran for the push (receive-pack, hooks) used is printed as well
 (average per push, from /proc; what wall time would be on an idle machine, roughly).
 
+With ``--push-workflows`` the hooked repository has Run push workflows on and a ``forge-ci
+worker`` runs beside the server, so each hooked push also waits for the worker's decision on
+its event and prints its ``remote: forge-ci: ...`` line (forge_ci.runs.announcements): the
+figures then include that wait (the pushes carry no workflow file: "no workflow matched").
+
 Uses a throwaway data directory with SQLite (or ``--database-url``) and, when ``redis-server``
 is installed, a private Redis, so that enqueueing is part of the measured push.
 """
@@ -39,7 +44,7 @@ from forge_ci.authz import Actor
 from forge_ci.cli.setup import ensure_layout
 from forge_ci.db import Database, create_db_engine
 from forge_ci.migrations import upgrade
-from forge_ci.repos import create_repository
+from forge_ci.repos import create_repository, set_push_workflows
 from forge_ci.settings import load_settings
 from hooks.install import install_hooks
 
@@ -90,7 +95,9 @@ def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
     return process, f"unix://{socket_path}"
 
 
-def prepare(base: Path, database_url: str | None, redis_url: str) -> dict[str, str]:
+def prepare(
+    base: Path, database_url: str | None, redis_url: str, push_workflows: bool
+) -> dict[str, str]:
     data = base / "data"
     env = {
         "FORGE_CI_DATA_DIR": str(data),
@@ -114,16 +121,44 @@ def prepare(base: Path, database_url: str | None, redis_url: str) -> dict[str, s
         create_repository(session, settings, operator, "bench/hooked")
         create_repository(session, settings, operator, "bench/plain")
         session.commit()
+        if push_workflows:
+            set_push_workflows(session, operator, "bench/hooked", True)
+            session.commit()
     database.dispose()
     return env
 
 
-def measure(iterations: int, database_url: str | None) -> None:
+def start_worker(env: dict[str, str], redis_url: str) -> subprocess.Popen[bytes]:
+    """``forge-ci worker``, returned once RQ lists it (so that no push waits for its start)."""
+    import redis
+    from rq import Worker
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "forge_ci", "worker"],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    connection = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + 60
+    while not Worker.all(connection=connection):
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("forge-ci worker did not start")
+        time.sleep(0.1)
+    return worker
+
+
+def measure(iterations: int, database_url: str | None, push_workflows: bool) -> None:
     base = Path(tempfile.mkdtemp(prefix="forge-ci-bench-"))
     redis, redis_url = start_redis(base)
     server = None
+    worker = None
     try:
-        env = prepare(base, database_url, redis_url)
+        env = prepare(base, database_url, redis_url, push_workflows)
+        if push_workflows:
+            if redis is None:
+                raise SystemExit("--push-workflows needs redis-server (the worker's queue)")
+            worker = start_worker(env, redis_url)
         server = subprocess.Popen(
             [sys.executable, "-m", "forge_ci_testing.unhooked_ssh", "bench/plain"],
             env={**os.environ, "PYTHONPATH": str(ROOT), **env},
@@ -177,6 +212,9 @@ def measure(iterations: int, database_url: str | None) -> None:
                         cpu[name] += cpu_seconds(server.pid) - cpu_before
         report(times, {name: total / iterations for name, total in cpu.items()})
     finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(30)
         if server is not None:
             server.terminate()
             server.wait(30)
@@ -221,8 +259,13 @@ def main() -> None:
     parser.add_argument(
         "--database-url", help="PostgreSQL URL of an empty database (default: a SQLite file)"
     )
+    parser.add_argument(
+        "--push-workflows",
+        action="store_true",
+        help="switch push workflows on and run a worker: pushes wait for their announcement",
+    )
     args = parser.parse_args()
-    measure(args.iterations, args.database_url)
+    measure(args.iterations, args.database_url, args.push_workflows)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ In the order of ARCHITECTURE.md, "A push, step by step"::
         pre-receive: ref policy   prepared: record intents, commit          |
         committed: pin + confirm, commit     aborted: cancel, commit        |
       settle again, if a hook report got lost: the refs say what happened   |
-      exit status to the client (its events are confirmed and pinned)      |
-      enqueue the confirmed events (after their commit)                     |
     release the lock -------------------------------------------------------+
+    enqueue the confirmed events (after their commit)
+    wait briefly (read-only) for the worker's decisions on this push's events, and print
+      one "remote: forge-ci: ..." line per run created (forge_ci.runs.announcements)
+    exit status to the client (its events are confirmed and pinned)
 
 The hooks hold no database connection: ``answer_hook`` records, confirms and cancels intents on
 their behalf, in this process, and commits before answering (see ``forge_ci.hookwire``).
@@ -31,15 +33,18 @@ from dataclasses import dataclass, field
 import paramiko
 
 from forge_ci import hookwire
+from forge_ci.authz import Actor
 from forge_ci.db import unavailable_on_failure
 from forge_ci.errors import ForgeCIError, Unavailable
 from forge_ci.gitstore import ensure_configured, repository_path
 from forge_ci.hookchecks import require_hooks
 from forge_ci.locks import repository_lock
+from forge_ci.models import Repository
 from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates
 from forge_ci.pushes.settling import confirm_updates, settle_repository
 from forge_ci.refs import INTERNAL_REF_PREFIX
+from forge_ci.runs.announcements import announcement_lines, await_decisions
 from ssh import faults
 from ssh.auth import Pusher
 from ssh.context import ServerContext
@@ -123,18 +128,65 @@ def run_receive_pack(
                 pass_fds=(lock_fd,),  # see forge_ci.locks: the lock outlives a killed server
             )
             status = pump(channel, process)
-        ready += ledger.confirmed
+        mine = list(ledger.confirmed)
         if not ledger.all_settled:  # a hook's report got lost; the refs say what happened
             try:
-                ready += _settle(ctx, repository_id)
+                mine += _settle(ctx, repository_id)
             except ForgeCIError as exc:
                 # The push itself is over; what could not be settled now is settled before
                 # the next write (or by the worker's scan). Tell the pusher, keep git's status.
                 log.warning("settling %s after a push failed: %s", full_name, exc)
                 _tell(channel, f"forge-ci: warning: {exc.message}\n")
-        finish(status)
+    # The lock is released: the worker needs it to create this push's runs.
+    ready += mine
+    if not (mine and _expects_runs(ctx, repository_id)):
+        finish(status)  # nothing to tell: the client need not wait for the enqueue
         if ready:
             ctx.queue.enqueue_push_events(ready, fresh=True)
+        return
+    enqueued = ctx.queue.enqueue_push_events(ready, fresh=True)
+    _announce(ctx, channel, pusher, full_name, mine, wait=enqueued)
+    finish(status)
+
+
+def _expects_runs(ctx: ServerContext, repository_id: int) -> bool:
+    """Whether push workflows are on (when off, the worker only records "disabled")."""
+    try:
+        with ctx.database.session(read_only=True) as session:
+            repository = session.get(Repository, repository_id)
+            return repository is not None and repository.push_workflows_enabled
+    except Exception:  # the push succeeded; a database hiccup only costs the announcement
+        log.warning("cannot tell whether push workflows are on", exc_info=True)
+        return False
+
+
+def _announce(
+    ctx: ServerContext,
+    channel: paramiko.Channel,
+    pusher: Pusher,
+    full_name: str,
+    event_ids: list[int],
+    *,
+    wait: bool,
+) -> None:
+    """Tell the pusher which runs this push started (forge_ci.runs.announcements).
+
+    Waits (reading only, at most WAIT_SECONDS) only when the events reached the queue: without
+    Redis the worker finds them at its next scan, so waiting could only make the push slower.
+    Nothing here may fail the push: its refs and events are already committed.
+    """
+    actor = Actor(user_id=pusher.user_id, name=pusher.name)
+    try:
+        decided = await_decisions(ctx.database.session, event_ids) if wait else set()
+        lines = announcement_lines(
+            ctx.database.session, actor, full_name, ctx.settings.public_url, event_ids, decided
+        )
+    except Exception:  # the push is over and succeeded; this is only news about it
+        log.exception("telling %s about the runs of a push to %s failed", pusher.name, full_name)
+        return
+    # git prints the remote's own messages as "remote: ..."; these come after its protocol has
+    # ended (on the SSH stderr channel), so they carry the same prefix themselves.
+    _tell(channel, "".join(f"remote: {line}\n" for line in lines))
 
 
 def _settle(ctx: ServerContext, repository_id: int) -> list[int]:

@@ -47,11 +47,19 @@ def run_list(full_name: str, limit: int, as_json: bool) -> None:
 @click.argument("number", type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def run_show(full_name: str, number: int, as_json: bool) -> None:
-    """Show run NUMBER of OWNER/NAME with its jobs."""
+    """Show run NUMBER of OWNER/NAME with its jobs, and why each queued job waits."""
+    from forge_ci.coordinator.blockers import queue_blockers_by_key
     from forge_ci.runs.queries import show_run
 
     with session_scope(read_only=True) as session:
         data = show_run(session, Actor.operator(), full_name, number).as_dict()
+        # The same explanation as the run page's: queued jobs say why no provider took them.
+        blockers = queue_blockers_by_key(session, Actor.operator(), full_name, number)
+    for job in data["jobs"]:
+        blocker = blockers.get(job["key"])
+        job["blocker"] = blocker.as_dict() if blocker is not None else None
+        if blocker is not None:
+            job["reason"] = blocker.message
     if as_json:
         echo_json(data)
         return
@@ -61,6 +69,8 @@ def run_show(full_name: str, number: int, as_json: bool) -> None:
     click.echo(f"commit:   {data['sha']} ({data['ref'].removeprefix('refs/heads/')})")
     if data["rerun_of"] is not None:
         click.echo(f"rerun of: #{data['rerun_of']}")
+    if data.get("reruns"):
+        click.echo("reruns:   " + ", ".join(f"#{n}" for n in data["reruns"]))
     if data["waiting_for_concurrency"]:
         click.echo(f"waiting:  for concurrency group {data['concurrency_group']}")
     if data["cancel_reason"]:

@@ -52,7 +52,10 @@ def _labels(job: Job) -> str:
 def queue_blockers(
     session: Session, actor: Actor, full_name: str, number: int, now: datetime | None = None
 ) -> dict[int, Blocker]:
-    """Job id -> why it is queued and not running, for each queued job of the run (readers)."""
+    """Job id -> why it is queued and not running, for each queued job of the run (readers).
+
+    The run page and ``forge-ci run show`` both say this, so that they never disagree.
+    """
     return queue_blockers_in(session, repository_access(session, actor, full_name), number, now)
 
 
@@ -60,6 +63,20 @@ def queue_blockers_in(
     session: Session, access: RepositoryAccess, number: int, now: datetime | None = None
 ) -> dict[int, Blocker]:
     """:func:`queue_blockers` in a repository already looked up for this request."""
+    return {job.id: blocker for job, blocker in _blocked(session, access, number, now)}
+
+
+def queue_blockers_by_key(
+    session: Session, actor: Actor, full_name: str, number: int, now: datetime | None = None
+) -> dict[str, Blocker]:
+    """The same as :func:`queue_blockers`, by job key (``build``, ``test (3.12)``)."""
+    access = repository_access(session, actor, full_name)
+    return {job.key: blocker for job, blocker in _blocked(session, access, number, now)}
+
+
+def _blocked(
+    session: Session, access: RepositoryAccess, number: int, now: datetime | None
+) -> list[tuple[Job, Blocker]]:
     now = now or utcnow()
     repository = access.require(Role.READ)
     run = find_run(session, repository, number)
@@ -70,11 +87,11 @@ def queue_blockers_in(
         )
     )
     if not queued:
-        return {}
+        return []
     refusal = requester_refusal(session, run)
     if refusal is not None:
         blocker = Blocker("not_authorized", f"Not authorized: {refusal}.")
-        return {job.id: blocker for job in queued}
+        return [(job, blocker) for job in queued]
     granted = select(ProviderGrant.provider_id).where(ProviderGrant.repository_id == repository.id)
     providers = list(
         session.scalars(
@@ -89,10 +106,7 @@ def queue_blockers_in(
             select(Attempt.provider_id).where(Attempt.state != states.COMPLETED).distinct()
         )
     )
-    result: dict[int, Blocker] = {}
-    for job in queued:
-        result[job.id] = _explain(job, providers, busy, now)
-    return result
+    return [(job, _explain(job, providers, busy, now)) for job in queued]
 
 
 def _explain(job: Job, providers: list[Provider], busy: set[int], now: datetime) -> Blocker:
@@ -105,10 +119,16 @@ def _explain(job: Job, providers: list[Provider], busy: set[int], now: datetime)
     wanted = normalize_job_labels(job.runs_on)
     matching = [p for p in providers if wanted <= p.label_set]
     if not matching:
+        # Labels that no provider of the repository has at all, so that the fix is obvious.
+        carried = set().union(*(p.label_set for p in providers))
+        missing = ", ".join(sorted(wanted - carried))
+        lacking = f"; none has {missing}" if missing else ""
         return Blocker(
             "no_matching_labels",
             f"No provider that may run jobs of this repository has every label this job "
-            f"needs ({_labels(job)}).",
+            f"needs ({_labels(job)}){lacking}, so it waits until one does. Change the job's "
+            f"runs-on to labels a provider has (runs-on: self-hosted), or have the operator "
+            f"add the labels to a provider (forge-ci provider labels NAME --labels ...).",
         )
     active = [p for p in matching if p.state == "active"]
     if not active:

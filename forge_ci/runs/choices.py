@@ -1,18 +1,31 @@
-"""What the dispatch form offers: the repository's branches and its workflow files.
+"""What the dispatch form offers: the repository's branches and the workflow files it can run.
 
-Suggestions only: :func:`forge_ci.runs.dispatch.dispatch_run` checks whatever is submitted.
+Only files that would be accepted are offered (valid, and declaring ``workflow_dispatch`` at
+the default branch's commit), so the form never pre-fills one that is refused. Suggestions
+only: :func:`forge_ci.runs.dispatch.dispatch_run` checks whatever is submitted. Whether a file
+can be dispatched depends only on its bytes, so the answer is kept by blob id: the page does
+not parse every workflow file on every view.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from threading import Lock
 
+import pygit2
 from sqlalchemy.orm import Session
 
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import ForgeCIError
 from forge_ci.repos import find_repository
-from forge_ci.runs.sources import git_repository, list_workflow_files, resolve_branch
+from forge_ci.runs.sources import (
+    MAX_WORKFLOW_BYTES,
+    git_repository,
+    list_workflow_files,
+    read_workflow_file,
+    resolve_branch,
+)
 from forge_ci.settings import Settings
 
 #: Branches offered at most (by name); any other existing branch can still be typed.
@@ -23,8 +36,37 @@ MAX_BRANCHES = 200
 class DispatchChoices:
     branches: tuple[str, ...]
     default_branch: str
-    #: Workflow files at the default branch's commit (empty when the branch does not exist).
+    #: Workflow files at the default branch's commit that can be dispatched (empty when the
+    #: branch does not exist).
     workflow_paths: tuple[str, ...]
+
+
+#: blob id -> whether the file is valid and declares workflow_dispatch (most recent last).
+_DISPATCHABLE: OrderedDict[str, bool] = OrderedDict()
+_DISPATCHABLE_SIZE = 1024
+_DISPATCHABLE_LOCK = Lock()
+
+
+def _dispatchable(git: pygit2.Repository, sha: str, path: str) -> bool:
+    from forge_ci.workflow import parse_workflow
+
+    blob = read_workflow_file(git, sha, path)
+    if blob.data is None or blob.size > MAX_WORKFLOW_BYTES:
+        return False
+    key = str(pygit2.hash(blob.data))
+    with _DISPATCHABLE_LOCK:
+        if key in _DISPATCHABLE:
+            _DISPATCHABLE.move_to_end(key)
+            return _DISPATCHABLE[key]
+    try:
+        answer = parse_workflow(blob.data, path).triggers.workflow_dispatch
+    except ForgeCIError:
+        answer = False
+    with _DISPATCHABLE_LOCK:
+        _DISPATCHABLE[key] = bool(answer)
+        while len(_DISPATCHABLE) > _DISPATCHABLE_SIZE:
+            _DISPATCHABLE.popitem(last=False)
+    return bool(answer)
 
 
 def dispatch_choices(
@@ -40,7 +82,8 @@ def dispatch_choices(
     paths: tuple[str, ...] = ()
     try:
         sha = resolve_branch(git, repository.default_branch)
-        paths = list_workflow_files(git, sha).paths
+        listed = list_workflow_files(git, sha).paths
+        paths = tuple(path for path in listed if _dispatchable(git, sha, path))
     except ForgeCIError:
         paths = ()
     return DispatchChoices(tuple(branches[:MAX_BRANCHES]), repository.default_branch, paths)

@@ -70,6 +70,8 @@ class JobDetail:
     attempts: tuple[AttemptDetail, ...]
     #: The steps of the plan (what the job will run), for jobs without an attempt yet.
     planned_steps: tuple[StepDetail, ...]
+    #: For a job reused by ``rerun --failed``: the run number and job id whose result it kept.
+    reused_from: tuple[int, int] | None = None
 
     @property
     def latest_attempt(self) -> AttemptDetail | None:
@@ -228,6 +230,16 @@ def run_details_in(session: Session, access: RepositoryAccess, number: int) -> R
                     steps=tuple(steps[attempt.id]),
                 )
             )
+    # Where reused jobs got their result (same repository: reruns copy their own run's jobs).
+    sources = [job.reused_from_id for job in jobs if job.reused_from_id is not None]
+    reused_from: dict[int, tuple[int, int]] = {}
+    if sources:
+        for source_id, source_number in session.execute(
+            select(Job.id, Run.number)
+            .join(Run, Run.id == Job.run_id)
+            .where(Job.id.in_(sources), Run.repository_id == repository.id)
+        ):
+            reused_from[source_id] = (source_number, source_id)
     # Each job's entry of the plan, as Job.definition() reads it.
     planned = _planned_by_position(run) if jobs else ()
     details = []
@@ -251,6 +263,10 @@ def run_details_in(session: Session, access: RepositoryAccess, number: int) -> R
                 completed_at=job.completed_at,
                 attempts=tuple(attempts[job.id]),
                 planned_steps=planned[job.position],
+                reused_from=reused_from.get(job.reused_from_id)
+                if job.reused_from_id is not None
+                else None,
             )
         )
-    return RunDetails(run_view(session, repository, run, jobs), tuple(details))
+    view = run_view(session, repository, run, jobs, with_reruns=True)
+    return RunDetails(view, tuple(details))

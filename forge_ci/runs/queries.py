@@ -116,6 +116,8 @@ class RunView:
     started_at: datetime | None
     completed_at: datetime | None
     jobs: tuple[JobView, ...] = ()
+    #: Numbers of the runs that rerun this one, oldest first (empty in lists).
+    reruns: tuple[int, ...] = ()
 
     def as_dict(self, with_jobs: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -135,6 +137,7 @@ class RunView:
             "cancel_reason": self.cancel_reason,
             "requested_by": self.requested_by,
             "rerun_of": self.rerun_of,
+            "reruns": list(self.reruns),
             "created_at": _iso(self.created_at),
             "started_at": _iso(self.started_at),
             "completed_at": _iso(self.completed_at),
@@ -145,12 +148,28 @@ class RunView:
 
 
 def run_view(
-    session: Session, repository: Repository, run: Run, jobs: Sequence[Job] = ()
+    session: Session,
+    repository: Repository,
+    run: Run,
+    jobs: Sequence[Job] = (),
+    *,
+    with_reruns: bool = False,
 ) -> RunView:
-    """``run`` of ``repository`` as people see it, with ``jobs`` (none in lists)."""
+    """``run`` of ``repository`` as people see it, with ``jobs`` (none in lists).
+
+    ``with_reruns``: also the numbers of its reruns, so that a run and its reruns link to each
+    other (one more query; lists leave it out).
+    """
     rerun_of = None
     if run.rerun_of_id is not None:
         rerun_of = session.scalar(select(Run.number).where(Run.id == run.rerun_of_id))
+    reruns: tuple[int, ...] = ()
+    if with_reruns:
+        reruns = tuple(
+            session.scalars(
+                select(Run.number).where(Run.rerun_of_id == run.id).order_by(Run.number)
+            )
+        )
     return RunView(
         repository=repository.full_name,
         number=run.number,
@@ -172,6 +191,7 @@ def run_view(
         started_at=run.started_at,
         completed_at=run.completed_at,
         jobs=tuple(JobView.of(job) for job in jobs),
+        reruns=reruns,
     )
 
 
@@ -193,7 +213,7 @@ def show_run(session: Session, actor: Actor, full_name: str, number: int) -> Run
     """One run with its jobs (readers may look)."""
     repository = find_repository(session, actor, full_name, Role.READ)
     run = find_run(session, repository, number)
-    return run_view(session, repository, run, run.jobs)
+    return run_view(session, repository, run, run.jobs, with_reruns=True)
 
 
 @dataclass(frozen=True)

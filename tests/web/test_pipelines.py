@@ -107,7 +107,7 @@ def test_dispatch_creates_a_run_and_opens_it(
     form = adam.get(PAGE).get_data(as_text=True)
     assert f'value="{CI}"' in form  # the workflow file is suggested
     response = adam.post(PAGE + "/dispatch", {"branch": "main", "workflow": CI})
-    assert response.status_code == 302
+    assert response.status_code == 303  # See Other: a refresh reloads the run, never re-posts
     assert response.headers["Location"] == "/olivia/app/pipelines/1"
     page = adam.get("/olivia/app/pipelines/1").get_data(as_text=True)
     assert "Run #1 was created" in page
@@ -139,15 +139,42 @@ def test_a_bad_dispatch_shows_the_form_again_with_the_reason(
         "on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux]\n    steps:\n      - run: x\n"
     )
     pipelines.commit({CI: WORKFLOW, ".github/workflows/push-only.yml": push_only})
-    response = as_person("olivia").post(
-        PAGE + "/dispatch", {"branch": branch, "workflow": workflow}
-    )
-    assert response.status_code == status
-    body = response.get_data(as_text=True)
+    olivia = as_person("olivia")
+    response = olivia.post(PAGE + "/dispatch", {"branch": branch, "workflow": workflow})
+    # Redirect-after-POST: the reason and the form survive the redirect; a refresh of the page
+    # shown then is a GET (nothing is posted twice), and says nothing the second time.
+    assert response.status_code == 303, status
+    assert response.headers["Location"] == PAGE + "#dispatch"
+    body = olivia.get(PAGE).get_data(as_text=True)
     assert message in body
     assert 'role="alert"' in body
     assert f'value="{branch}"' in body  # what was typed is kept
+    assert f'value="{workflow}"' in body
+    again = olivia.get(PAGE).get_data(as_text=True)
+    assert message not in again and 'role="alert"' not in again
     assert _run_count(database) == 0
+
+
+def test_the_dispatch_form_offers_only_files_that_can_be_dispatched(
+    as_person,  # type: ignore[no-untyped-def]
+    pipelines: Pipelines,
+) -> None:
+    """Files that sort first but cannot run by hand (push only, invalid) are not pre-filled."""
+    from tests.web.scenario import WORKFLOW
+
+    push_only = (
+        "on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux]\n    steps:\n      - run: x\n"
+    )
+    pipelines.commit(
+        {
+            ".github/workflows/a-push.yml": push_only,
+            ".github/workflows/b-broken.yml": "on: [workflow_dispatch\n",
+            ".github/workflows/c-manual.yml": WORKFLOW,
+        }
+    )
+    body = as_person("olivia").get(PAGE).get_data(as_text=True)
+    assert 'value=".github/workflows/c-manual.yml"' in body  # pre-filled, and offered
+    assert "a-push.yml" not in body and "b-broken.yml" not in body
 
 
 @pytest.mark.parametrize(("name", "status"), [("will", 403), ("rita", 403), ("otto", 404)])
@@ -182,3 +209,24 @@ def test_recent_push_events_show_each_workflows_outcome_and_diagnostics(
     assert "outcome-invalid" in body and "line 5" in body
     assert "outcome-run_created" in body
     assert 'href="/olivia/app/pipelines/1">run #1</a>' in body
+
+
+def test_an_unchanged_invalid_file_is_shown_once_with_a_link_to_its_history(
+    as_person,  # type: ignore[no-untyped-def]
+    pipelines: Pipelines,
+) -> None:
+    """Ten pushes of the same broken file made the page repeat its problems ten times."""
+    as_person("olivia").post(PAGE + "/push-workflows", {"enabled": "on"})
+    broken = "on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux]\n    stepz: []\n"
+    for n in range(4):
+        pipelines.push({".github/workflows/broken.yml": broken, "README": f"{n}\n"})
+    rita = as_person("rita")
+    body = rita.get(PAGE).get_data(as_text=True)
+    assert body.count('class="diagnostics"') == 1 and body.count("line 5") == 1
+    history = "/olivia/app/pipelines/workflow-history?path=.github/workflows/broken.yml"
+    assert f'href="{history}"' in body.replace("%2F", "/")
+    page = rita.get(history).get_data(as_text=True)
+    assert page.count('class="outcome-invalid"') == 4
+    assert page.count('class="diagnostics"') == 1  # the oldest; later pushes say "the same"
+    assert page.count("The same problems as at the push before.") == 3
+    assert as_person("otto").get(history).status_code == 404

@@ -133,8 +133,15 @@ import { createLogView } from "./logview/view.js";
       if (empty) {
         empty.remove();
       }
-    } else if (!job.attempt && ended) {
-      poll.logComplete = true;  // ended without ever running: there is no log to wait for
+    } else if (!job.attempt) {
+      // Not started, or ended without ever running: say what happened instead of a log.
+      var note = card.querySelector(".log-empty");
+      if (note && !note.querySelector("a")) {  // a reused job's note keeps its link
+        setText(note, job.log_note);
+      }
+      if (ended) {
+        poll.logComplete = true;  // there is no log to wait for
+      }
     }
     if (ended && view) {
       view.jobEnded();

@@ -28,7 +28,7 @@ from web.auth import current_actor
 from web.errors import json_view
 from web.present import duration, status, timestamp
 from web.storage import db, state
-from web.views.runs import controls, job_note, run_note, waiting_for
+from web.views.runs import controls, job_note, log_note, run_note, waiting_for
 
 blueprint = Blueprint("live", __name__)
 
@@ -63,6 +63,7 @@ def _job(job: JobDetail, note: str) -> dict[str, Any]:
         "status": status(job.state, job.conclusion),
         "reason": job.status_reason or "",
         "note": note,
+        "log_note": log_note(job, note),
         "cancel_requested": job.cancel_requested,
         "queued_at": timestamp(job.queued_at),
         "started_at": timestamp(job.started_at),

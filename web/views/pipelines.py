@@ -7,7 +7,7 @@ use it is refused (403 for readers and writers, 404 for everybody else) whatever
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
 from forge_ci.authz import Role
@@ -16,7 +16,7 @@ from forge_ci.repos import find_repository, set_push_workflows
 from forge_ci.runs.choices import dispatch_choices
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.queries import list_runs
-from forge_ci.runs.recent import recent_push_events
+from forge_ci.runs.recent import latest_workflow_states, recent_push_events, workflow_history
 from web.access import request_repository
 from web.auth import current_actor
 from web.storage import db, settings
@@ -37,7 +37,6 @@ def _page(
     *,
     dispatch_error: str | None = None,
     dispatch_form: dict[str, str] | None = None,
-    status: int = 200,
 ) -> tuple[str, int]:
     actor = current_actor()
     access = request_repository(owner, name)
@@ -45,6 +44,7 @@ def _page(
     can_manage = role is not None and role >= Role.ADMIN
     runs = list_runs(db(), actor, repo.full_name, limit=RUNS_SHOWN)
     events = recent_push_events(db(), actor, repo.full_name, limit=EVENTS_SHOWN)
+    files = latest_workflow_states(db(), actor, repo.full_name)
     choices = dispatch_choices(db(), settings(), actor, repo.full_name) if can_manage else None
     form = dispatch_form or {}
     if choices is not None:
@@ -57,16 +57,53 @@ def _page(
         can_manage=can_manage,
         runs=runs,
         events=events,
+        files=files,
         choices=choices,
         dispatch_error=dispatch_error,
         dispatch_form=form,
     )
-    return page, status
+    return page, 200
+
+
+#: Where a refused dispatch leaves its reason and the form as sent, for the page after the redirect.
+_DISPATCH_REFUSAL = "dispatch_refusal"
 
 
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines")
 def index(owner: str, name: str) -> tuple[str, int]:
+    refusal = session.pop(_DISPATCH_REFUSAL, None)
+    if isinstance(refusal, dict) and refusal.get("repository") == full_name(owner, name):
+        return _page(
+            owner,
+            name,
+            dispatch_error=str(refusal.get("error", "")),
+            dispatch_form={
+                "branch": str(refusal.get("branch", "")),
+                "workflow": str(refusal.get("workflow", "")),
+            },
+        )
     return _page(owner, name)
+
+
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines/workflow-history")
+def history(owner: str, name: str) -> str:
+    """One workflow file's outcome at each recent push (``?path=.github/workflows/ci.yml``)."""
+    path = request.args.get("path", "")
+    actor = current_actor()
+    repo = request_repository(owner, name).repository
+    entries = workflow_history(db(), actor, repo.full_name, path)
+    # Problems are listed again only where they changed from the push before.
+    repeated = [
+        index + 1 < len(entries)
+        and entry.outcome.diagnostics == entries[index + 1].outcome.diagnostics
+        for index, entry in enumerate(entries)
+    ]
+    return render_template(
+        "workflow_history.html",
+        repo=repo,
+        path=path,
+        entries=list(zip(entries, repeated, strict=True)),
+    )
 
 
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines/push-workflows", methods=["POST"])
@@ -87,7 +124,7 @@ def push_workflows(owner: str, name: str) -> Response:
 
 
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines/dispatch", methods=["POST"])
-def dispatch(owner: str, name: str) -> Response | tuple[str, int]:
+def dispatch(owner: str, name: str) -> Response:
     branch = request.form.get("branch", "").strip()
     workflow = request.form.get("workflow", "").strip()
     try:
@@ -98,16 +135,17 @@ def dispatch(owner: str, name: str) -> Response | tuple[str, int]:
         if exc.http_status not in (400, 404) or _unreadable(owner, name):
             raise
         db().rollback()
-        # A bad branch or file: show the page again with the form as it was sent.
-        return _page(
-            owner,
-            name,
-            dispatch_error=exc.message,
-            dispatch_form={"branch": branch, "workflow": workflow},
-            status=exc.http_status,
-        )
+        # A bad branch or file: the page again with the reason and the form as it was sent,
+        # after a redirect (a refresh then reloads the page instead of posting again).
+        session[_DISPATCH_REFUSAL] = {
+            "repository": full_name(owner, name),
+            "error": exc.message,
+            "branch": branch,
+            "workflow": workflow,
+        }
+        return redirect(url_for("pipelines.index", owner=owner, name=name) + "#dispatch", 303)
     flash(f"Run #{run.number} was created from {workflow} on {branch}.")
-    return redirect(url_for("runs.show", owner=owner, name=name, number=run.number))
+    return redirect(url_for("runs.show", owner=owner, name=name, number=run.number), 303)
 
 
 def _unreadable(owner: str, name: str) -> bool:

@@ -22,6 +22,7 @@ from web.access import request_repository
 from web.auth import current_actor
 from web.graph import dependency_graph
 from web.logs import LogSnapshot, log_snapshot
+from web.present import label
 from web.storage import db, settings
 
 blueprint = Blueprint("runs", __name__)
@@ -94,6 +95,32 @@ def job_note(job: JobDetail, blocker: Blocker | None, waiting: dict[int, str]) -
     return ""
 
 
+def log_note(job: JobDetail, note: str) -> str:
+    """What the log area says for a job without an attempt: what really happened to it.
+
+    Only a job that may still run waits for a provider; one that ended without any attempt was
+    reused by ``rerun --failed``, skipped by its condition, or decided by the server (cancelled,
+    or failed when claimed, e.g. a secret it needs is missing).
+    """
+    if job.latest_attempt is not None:
+        return ""
+    if not job.is_terminal:
+        text = "No provider has started this job yet; its output appears here when one does."
+        return f"{text} {note}" if note else text
+    if job.reused_from is not None:
+        return (
+            f"This job did not run again: it kept its result ({label(job.conclusion or '')}) "
+            f"and outputs from run #{job.reused_from[0]}."
+        )
+    why = f": {job.status_reason}" if job.status_reason else ""
+    if job.conclusion == states.SKIPPED:
+        return f"This job did not run: it was skipped{why}."
+    return (
+        f"No provider ran this job: it ended {label(job.conclusion or '')} before any "
+        f"provider started it{why}."
+    )
+
+
 def run_note(details: RunDetails) -> str:
     run = details.run
     if run.cancel_reason:
@@ -123,8 +150,15 @@ def job(owner: str, name: str, number: int, job_id: int) -> str:
     step = request.args.get("step", "")
     if step and step not in {s.step_id for s in selected.steps}:
         step = ""
+    note = log_note(selected, context["notes"][selected.id])
     return render_template(
-        "run.html", selected=selected, attempt=attempt, log=log, step=step, **context
+        "run.html",
+        selected=selected,
+        attempt=attempt,
+        log=log,
+        step=step,
+        log_note=note,
+        **context,
     )
 
 

@@ -134,3 +134,26 @@ def test_push_workflows_switch(cli: Cli) -> None:
     assert "repository alice/nope not found" in cli.refused(
         "repo", "push-workflows", "alice/nope", "on"
     )
+
+
+def test_run_show_says_why_a_queued_job_waits_as_the_run_page_does(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The REASON column was empty for queued jobs: it now says what the run page says."""
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    _commit(cli, {CI: PIPELINE.replace("[self-hosted, linux]", "[self-hosted, linux, gpu]", 1)})
+    token = tmp_path / "token"
+    token.write_text("a" * 64 + "\n")
+    cli.ok("provider", "create", "--name", "p1", "--token-file", str(token), "--labels",
+           "self-hosted,linux", "--scope", "all")  # fmt: skip
+    cli.ok("run", "dispatch", "alice/demo", "--branch", "main", "--workflow", CI)
+    text = cli.ok("run", "show", "alice/demo", "1")
+    build = next(line for line in text.splitlines() if line.startswith("build "))
+    assert "has every label this job needs (gpu, linux, self-hosted); none has gpu" in build
+    assert "runs-on: self-hosted" in build and "forge-ci provider labels" in build
+    shown = json.loads(cli.ok("run", "show", "alice/demo", "1", "--json"))
+    build_json, test_json = shown["jobs"]
+    assert build_json["blocker"]["code"] == "no_matching_labels"
+    assert build_json["reason"] == build_json["blocker"]["message"]
+    assert test_json["blocker"] is None  # waiting for build, not queued
