@@ -52,9 +52,10 @@ def parse_decimal(value: object, name: str, *, positive: bool = False) -> int:
             f"{name} must be a canonical decimal string (digits only, no sign, spaces or "
             f"leading zeros), got {value[:40]!r}"
         )
-    number = int(value)
-    if number > INT64_MAX:
+    # Length first: int() of 4,301 digits or more raises Python's own ValueError.
+    if len(value) > len(str(INT64_MAX)) or int(value) > INT64_MAX:
         raise invalid(f"{name} is larger than the 64-bit limit")
+    number = int(value)
     if positive and number == 0:
         raise invalid(f"{name} must be at least 1")
     return number

@@ -67,7 +67,9 @@ def test_log_pages_follow_the_cursor_until_complete(
     assert rita.get(url).json["next_cursor"] == rest["next_cursor"]  # no after: from 0
 
 
-@pytest.mark.parametrize("after", ["-1", "01", "1.5", "x", " 1", "99999999999999999999"])
+@pytest.mark.parametrize(
+    "after", ["-1", "01", "1.5", "x", " 1", "99999999999999999999", "1" * 4301]
+)
 def test_a_malformed_cursor_is_refused(
     as_person,  # type: ignore[no-untyped-def]
     standard: StandardRun,

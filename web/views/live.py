@@ -115,11 +115,11 @@ def _cursor(value: str | None) -> int:
     if value is None or value == "":
         return 0
     if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
-        raise InvalidInput(f"after must be a decimal cursor such as 0 or 42, not {value!r}")
-    cursor = int(value)
-    if cursor > MAX_CURSOR:
+        raise InvalidInput(f"after must be a decimal cursor such as 0 or 42, not {value[:40]!r}")
+    # Length first: int() of 4,301 digits or more raises Python's own ValueError.
+    if len(value) > len(str(MAX_CURSOR)) or int(value) > MAX_CURSOR:
         raise InvalidInput("after is out of range")
-    return cursor
+    return int(value)
 
 
 @blueprint.route(RUN + "/attempts/<int:attempt_id>/logs")
