@@ -22,9 +22,10 @@ from forge_ci.db import Database
 from forge_ci.repos import set_push_workflows
 from forge_ci.runs.announcements import WAIT_SECONDS
 from forge_ci.settings import Settings
+from forge_ci_testing.git import GitClient
 from ssh.server import SshServer
 from tests.ssh.conftest import MakeClient, start_server
-from tests.ssh.helpers import REPO_ROOT, GitClient
+from tests.ssh.helpers import REPO_ROOT
 
 CI = """\
 on:
