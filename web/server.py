@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import threading
 from typing import Any
 
 from flask import Flask
@@ -42,7 +43,29 @@ def gunicorn_options(settings: Settings, workers: int, threads: int) -> dict[str
         "errorlog": "-",
         "proc_name": "forge-ci-web",
         "preload_app": False,
+        "post_worker_init": _drain_claims_on_term,
     }
+
+
+def _drain_claims_on_term(worker: Any) -> None:
+    """gunicorn's post_worker_init: on SIGTERM, answer waiting claims before the graceful wait.
+
+    A graceful stop waits for requests in flight, and a provider's claim waits up to
+    ``claim_wait_seconds`` for work: without this, every stop (a deploy, Ctrl-C of ``forge-ci
+    up``) would take that long. The providers just claim again.
+    """
+    from web.runner_api import drain_claims
+
+    app = worker.wsgi
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        # Not in the handler itself: draining takes a lock that this thread may hold.
+        threading.Thread(target=drain_claims, args=(app,), daemon=True).start()
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def serve_gunicorn(settings: Settings, workers: int, threads: int) -> None:

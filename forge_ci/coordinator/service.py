@@ -85,6 +85,17 @@ class Coordinator:
         self.lease = timedelta(seconds=settings.lease_seconds)
         self.job_minute = timedelta(seconds=settings.job_minute_seconds)
         self._waiting = threading.BoundedSemaphore(max_waiting)
+        self._draining = threading.Event()
+
+    def drain(self) -> None:
+        """Stop holding claims: waiting ones answer "no work" now, new ones do not wait.
+
+        Called when the serving process is told to stop, so that its graceful shutdown does
+        not wait out every provider's long poll (the providers simply claim again, elsewhere
+        or after the restart). Safe to call from any thread, more than once.
+        """
+        self._draining.set()
+        self.wakeups.notify()
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -93,7 +104,7 @@ class Coordinator:
         limit = self.settings.claim_wait_seconds
         wait = limit if request.wait_seconds is None else min(request.wait_seconds, limit)
         assignment = self._claim(token, request)
-        if assignment is not None or wait <= 0:
+        if assignment is not None or wait <= 0 or self._draining.is_set():
             return ClaimResult(assignment, self.clock())
         if not self._waiting.acquire(blocking=False):
             return ClaimResult(None, self.clock())
@@ -130,7 +141,7 @@ class Coordinator:
             last_try = time.monotonic()
             while True:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self._draining.is_set():
                     return None
                 if self.wakeups.wait(mark, min(self.wakeups.poll_interval, remaining)):
                     break

@@ -69,6 +69,13 @@ def _default_coordinator(app: Flask) -> Coordinator:
     return Coordinator(state.database.session, state.settings, wakeups=wakeups)
 
 
+def drain_claims(app: Flask) -> None:
+    """Let this process's waiting claims go (it is stopping); see ``Coordinator.drain``."""
+    coordinator: Coordinator | None = app.extensions.get(EXTENSION)
+    if coordinator is not None:
+        coordinator.drain()
+
+
 def _coordinator() -> Coordinator:
     coordinator: Coordinator = current_app.extensions[EXTENSION]
     return coordinator

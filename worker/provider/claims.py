@@ -130,7 +130,18 @@ class ClaimClient:
             request_body(ClaimRequest(record.request_id, record.attempt_token, self.wait_seconds))
         )
         connection = self.server.connect(self.wait_seconds + ANSWER_MARGIN_SECONDS)
+        # Connected before it is registered, and registered only while not stopping: stop()
+        # can then always shut its socket (a connection still unconnected when stop() looked
+        # would connect afterwards and wait out the whole long poll).
+        try:
+            connection.connect()
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise NoAnswer(f"{type(exc).__name__}: {exc}") from None
         with self._lock:
+            if self._stopping.is_set():
+                connection.close()
+                raise NoAnswer("the provider is stopping")
             self._open.add(connection)
         try:
             connection.request(

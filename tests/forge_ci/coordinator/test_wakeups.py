@@ -94,6 +94,28 @@ def test_waiting_claims_are_limited_so_they_never_take_every_thread(live: World)
     first["thread"].join(10)
 
 
+def test_draining_answers_waiting_claims_and_stops_new_ones_waiting(live: World) -> None:
+    """A stopping web process lets its long polls go instead of waiting them out."""
+    pending = waiting_claim(live.coordinator, live.provider_token, 60)
+    time.sleep(0.5)
+    assert "returned" not in pending  # the refusal side: without draining, it waits
+    live.coordinator.drain()
+    pending["thread"].join(10)
+    assert "returned" in pending and pending["assignment"] is None
+    began = time.monotonic()
+    again = waiting_claim(live.coordinator, live.provider_token, 60)
+    again["thread"].join(10)
+    assert again["assignment"] is None and again["returned"] - began < 10
+    # Work that is there is still handed out while draining: a claim just does not wait.
+    live.queue_run()
+    assert waiting_claim_now(live.coordinator, live.provider_token) is not None
+
+
+def waiting_claim_now(coordinator: Coordinator, token: str) -> Any:
+    request = ClaimRequest(new_request_id(), new_token(), 60)
+    return coordinator.claim(token, request).assignment
+
+
 def test_redis_wakes_waiting_claims_at_once(
     live: World, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
