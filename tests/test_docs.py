@@ -21,11 +21,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pytest
 import yaml
 
-from forge_ci.cli import cli
+from forge_ci.cli import command_tree
 from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,15 +168,9 @@ plain: mapping
 # --- The operator guide's command table ----------------------------------------------------------
 
 
-def cli_commands(group: click.Group = cli, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+def cli_commands() -> set[tuple[str, ...]]:
     """Every leaf command of the CLI, as its words: ("events", "resolve")."""
-    found: set[tuple[str, ...]] = set()
-    for name, command in group.commands.items():
-        if isinstance(command, click.Group):
-            found |= cli_commands(command, (*path, name))
-        else:
-            found.add((*path, name))
-    return found
+    return set(command_tree())
 
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*(\\?\|[a-z][a-z0-9-]*)*")

@@ -19,6 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: What no hook-side module and no plain operator command may load.
 HEAVY = ("flask", "werkzeug", "paramiko", "docker", "gunicorn", "rq")
 
+#: What ``forge-ci workflow validate`` may not load either: it reads files, never the database,
+#: git, passwords or Redis (importing SQLAlchemy alone once cost it 0.4 s of start-up).
+STORAGE = ("sqlalchemy", "alembic", "pygit2", "argon2", "redis")
+
 #: Runs ``forge_ci.cli.main(argv[2:])`` and writes the loaded module names to ``argv[1]``.
 _CLI_PROBE = """
 import json, sys
@@ -97,3 +101,52 @@ def test_operator_commands_load_no_front_door_dependency(
     loaded = _cli_modules(tmp_path, env, *argv)
     assert "forge_ci" in loaded and "click" in loaded  # the probe really ran the command
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_workflow_validate_loads_no_storage_dependency(tmp_path: Path) -> None:
+    """``forge-ci workflow validate`` loads no database, git, password or Redis library.
+
+    No settings either: it runs where no installation is (a developer's laptop, CI).
+    """
+    (tmp_path / "ci.yml").write_text(
+        "on: push\njobs:\n  build:\n    runs-on: linux\n    steps:\n      - run: make\n"
+    )
+    (tmp_path / "bad.yml").write_text("on: push\njobs: {}\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}
+    listing = tmp_path / "modules.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CLI_PROBE,
+            str(listing),
+            "workflow",
+            "validate",
+            "ci.yml",
+            "bad.yml",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr  # bad.yml is invalid: the parser really ran
+    assert "ci.yml: valid" in result.stdout and "bad.yml:" in result.stdout
+    loaded = _roots(json.loads(listing.read_text()))
+    assert "yaml" in loaded
+    assert not loaded & set(STORAGE + HEAVY), sorted(loaded & set(STORAGE + HEAVY))
+
+
+def test_user_list_still_loads_the_database_layer(tmp_path: Path, sqlite_db_url: str) -> None:
+    """The refusal side: a command that uses the database gets it (the probe sees real loads)."""
+    (tmp_path / "data").mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO_ROOT),
+        "FORGE_CI_DATA_DIR": str(tmp_path / "data"),
+        "FORGE_CI_DATABASE_URL": sqlite_db_url,
+    }
+    loaded = _cli_modules(tmp_path, env, "user", "list")
+    assert "sqlalchemy" in loaded
+    assert "yaml" not in loaded  # nor the workflow parser it does not use

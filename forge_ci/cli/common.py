@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from sqlalchemy.orm import Session
 
 from forge_ci.errors import ForgeCIError
 from forge_ci.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from forge_ci.db import Database
 
 #: Exit status for every refused command (bad input, unknown thing, refused operation).
@@ -29,10 +30,8 @@ def run_cli(group: click.Group, argv: list[str]) -> int:
     operator's to fix, not a bug: one line too, with the driver's reason. Commands meet most of
     these at their first contact (:func:`open_database`), which names the database as well.
     """
-    from forge_ci.db import unavailable_on_failure
-
     try:
-        with unavailable_on_failure(detail=True):
+        with _unavailable_database_refused():
             result = group.main(args=argv, prog_name="forge-ci", standalone_mode=False)
     except ForgeCIError as exc:
         click.echo(f"forge-ci: {exc.message}", err=True)
@@ -48,6 +47,24 @@ def run_cli(group: click.Group, argv: list[str]) -> int:
     # Without standalone mode click returns the status of an explicit ``Exit(n)`` instead of
     # raising it; commands themselves return None.
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+@contextmanager
+def _unavailable_database_refused() -> Iterator[None]:
+    """``db.unavailable_on_failure(detail=True)``, importing the database layer only when needed.
+
+    A command that never loaded SQLAlchemy cannot raise its errors, and must not pay for importing
+    it (``forge-ci workflow validate`` reads files only).
+    """
+    try:
+        yield
+    except Exception:
+        if "sqlalchemy" not in sys.modules:
+            raise
+        from forge_ci.db import unavailable_on_failure
+
+        with unavailable_on_failure(detail=True):
+            raise
 
 
 def settings() -> Settings:

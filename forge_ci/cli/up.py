@@ -161,17 +161,17 @@ def _pin_ephemeral_ports(env: dict[str, str]) -> Settings:
     return load_settings(env)
 
 
-def _service_argv(root: click.Group, service: str) -> tuple[str, ...] | None:
+def _service_argv(ctx: click.Context, root: click.Group, service: str) -> tuple[str, ...] | None:
     """Arguments after ``forge-ci <service>`` that run it, or None when this version has none.
 
     A group (``forge-ci provider`` holds the administration commands) runs its ``run``
     subcommand.
     """
-    command = root.commands.get(service)
+    command = root.get_command(ctx, service)
     if command is None:
         return None
     if isinstance(command, click.Group):
-        return ("run",) if "run" in command.commands else None
+        return ("run",) if command.get_command(ctx, "run") is not None else None
     return ()
 
 
@@ -241,7 +241,7 @@ def up(
             click.echo(f"redis     {config.redis_url}")
         started = []
         for service in SERVICES:
-            argv = _service_argv(root, service)
+            argv = _service_argv(ctx, root, service)
             if argv is None or service == "provider":
                 continue
             child = service_child(config, service, argv)
@@ -261,7 +261,7 @@ def up(
         if "web" in started and not wait_for_port(*config.web_listen):
             raise Unavailable(f"the web server did not listen on {config.web_listen}")
         problem = None
-        if _service_argv(root, "provider") is not None and "web" in started:
+        if _service_argv(ctx, root, "provider") is not None and "web" in started:
             problem = docker_problem(config)
             if problem is None:
                 provider_argv = local_provider(ctx, config)

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import click
 import pytest
 
 import forge_ci.settings
-from forge_ci.cli import cli, main
+from forge_ci.cli import command_tree, main
 from forge_ci_testing.keys import make_key
 
 #: What a command needs of the installation, and so which breakages it must answer.
@@ -74,17 +73,7 @@ NEEDS: dict[str, tuple[str, list[str]]] = {
 UNREACHABLE_URL = "postgresql+psycopg://forge:hunter2@127.0.0.1:1/forge"
 
 
-def _leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[str]:
-    names = []
-    for name, command in sorted(group.commands.items()):
-        if isinstance(command, click.Group):
-            names += _leaf_commands(command, (*prefix, name))
-        else:
-            names.append(" ".join((*prefix, name)))
-    return names
-
-
-COMMANDS = _leaf_commands(cli)
+COMMANDS = sorted(" ".join(words) for words in command_tree())
 
 
 class Broken:
