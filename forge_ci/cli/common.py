@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from forge_ci.errors import ForgeCIError
-from forge_ci.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from forge_ci.db import Database
+    from forge_ci.settings import Settings
 
 #: Exit status for every refused command (bad input, unknown thing, refused operation).
 EXIT_REFUSED = 2
@@ -74,6 +74,8 @@ def settings() -> Settings:
     if root.obj is None:
         root.obj = {}
     if "settings" not in root.obj:
+        from forge_ci.settings import load_settings
+
         root.obj["settings"] = load_settings()
     value: Settings = root.obj["settings"]
     return value
