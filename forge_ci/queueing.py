@@ -69,6 +69,19 @@ class JobQueue:
 
         try:
             queue = self._rq_queue()
+            if fresh:  # one round trip for the whole push, however many refs it moved
+                queue.enqueue_many(
+                    [
+                        queue.prepare_data(
+                            PROCESS_PUSH_EVENT,
+                            (event_id,),
+                            job_id=push_event_job_id(event_id),
+                            description=f"push event {event_id}",
+                        )
+                        for event_id in event_ids
+                    ]
+                )
+                return True
             for event_id in event_ids:
                 job_id = push_event_job_id(event_id)
                 job = None if fresh else queue.fetch_job(job_id)

@@ -45,10 +45,9 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
     wanted = list(updates)
     check_ref_updates(wanted)
     begin_write(session)
-    existing = {
-        e.ref: e
-        for e in session.scalars(select(PushEvent).where(PushEvent.push_session == push.session_id))
-    }
+    # Only this request's refs: git reports a non-atomic push one ref at a time, so loading the
+    # whole push again for each would make a push of N refs cost N^2.
+    existing = {e.ref: e for e in session_events(session, push, [u.ref for u in wanted])}
     ids: list[int] = []
     added: list[PushEvent] = []
     for update in wanted:
@@ -78,6 +77,31 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
     return sorted(ids)
 
 
+#: Refs per ``IN (...)``: well under every database's limit on bound parameters.
+_CHUNK = 500
+
+
+def session_events(
+    session: Session, push: PushContext, refs: Iterable[str], *, prepared: bool = False
+) -> list[PushEvent]:
+    """The events of ``push`` for these refs (only those still ``prepared``), oldest first.
+
+    Found through the (push_session, ref) unique index, so the cost follows ``refs``, not how
+    many events the push has recorded before.
+    """
+    names = sorted(set(refs))
+    found: list[PushEvent] = []
+    for start in range(0, len(names), _CHUNK):
+        query = select(PushEvent).where(
+            PushEvent.push_session == push.session_id,
+            PushEvent.ref.in_(names[start : start + _CHUNK]),
+        )
+        if prepared:
+            query = query.where(PushEvent.state == PushEventState.PREPARED.value)
+        found += session.scalars(query)
+    return sorted(found, key=lambda event: event.id)
+
+
 def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
     """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns their ids."""
     wanted = {(u.ref, u.old, u.new) for u in updates}
@@ -85,12 +109,7 @@ def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update])
         return []
     begin_write(session)
     moved = []
-    for event in session.scalars(
-        select(PushEvent).where(
-            PushEvent.push_session == push.session_id,
-            PushEvent.state == PushEventState.PREPARED.value,
-        )
-    ):
+    for event in session_events(session, push, [ref for ref, _, _ in wanted], prepared=True):
         if (event.ref, event.old_sha, event.new_sha) in wanted:
             event.move_to(PushEventState.ABORTED)
             moved.append(event.id)

@@ -32,7 +32,7 @@ from forge_ci.db import begin_write
 from forge_ci.errors import NeedsInspection, NotFound
 from forge_ci.gitstore import has_object, open_repository, pin, read_ref, repository_path
 from forge_ci.models import PushEvent, PushEventState, Repository
-from forge_ci.pushes.intents import PushContext
+from forge_ci.pushes.intents import PushContext, session_events
 from forge_ci.refs import Update, is_zero
 from forge_ci.settings import Settings
 
@@ -66,14 +66,7 @@ def confirm_updates(
     begin_write(session)
     events = [
         event
-        for event in session.scalars(
-            select(PushEvent)
-            .where(
-                PushEvent.push_session == push.session_id,
-                PushEvent.state == PushEventState.PREPARED.value,
-            )
-            .order_by(PushEvent.id)
-        )
+        for event in session_events(session, push, [ref for ref, _, _ in wanted], prepared=True)
         if (event.ref, event.old_sha, event.new_sha) in wanted
     ]
     confirmed = []
