@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from forge_ci_testing.corpus import corpus_root as shared_corpus
+
 ONE_FILE = "3b1b_manim_.github_workflows_docs.yml"
 FLOOR = """
 import sys, yaml
@@ -40,13 +42,10 @@ for path in sys.argv[1:]:
 
 
 def corpus_root() -> Path:
-    candidates = [Path(__file__).resolve().parents[1].parent / "shared" / "corpus"]
-    if os.environ.get("FORGE_CI_SHARED_DIR"):
-        candidates.append(Path(os.environ["FORGE_CI_SHARED_DIR"]) / "corpus")
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    sys.exit("shared/corpus not found (beside the checkout or under $FORGE_CI_SHARED_DIR)")
+    root = shared_corpus()
+    if root is None:
+        sys.exit("shared/corpus not found (beside the checkout or under $FORGE_CI_SHARED_DIR)")
+    return root
 
 
 def forge_ci() -> list[str]:

@@ -11,25 +11,22 @@ under ``$FORGE_CI_SHARED_DIR/corpus``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+from forge_ci_testing.corpus import corpus_root as shared_corpus
 
 LIMIT = 64 * 1024
 
 
 def corpus_root() -> Path:
-    candidates = [Path(__file__).resolve().parents[1].parent / "shared" / "corpus"]
-    if os.environ.get("FORGE_CI_SHARED_DIR"):
-        candidates.append(Path(os.environ["FORGE_CI_SHARED_DIR"]) / "corpus")
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    sys.exit("shared/corpus not found (beside the checkout or under $FORGE_CI_SHARED_DIR)")
+    root = shared_corpus()
+    if root is None:
+        sys.exit("shared/corpus not found (beside the checkout or under $FORGE_CI_SHARED_DIR)")
+    return root
 
 
 def parse_once(data: bytes | str) -> bool:

@@ -4,6 +4,7 @@ Never imported by forge-ci itself (an import-linter contract says so): nothing h
 deployed server's path, so it may do what a deployment must not (start a push server whose
 named repositories run without hooks, for the push benchmark's baseline).
 
+    corpus        where the third-party workflow corpus is (shared/corpus)
     keys          real SSH key pairs made with ssh-keygen
     git           GitClient: git over OpenSSH as one person, with a private HOME
     redis         RedisServer: a private redis-server on a Unix socket

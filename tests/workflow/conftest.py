@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from wf_support import corpus_root
 
 from forge_ci.workflow import Diagnostic, Workflow, WorkflowInvalid, build_plan, parse_workflow
+from forge_ci_testing.corpus import corpus_root
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wf_support import corpus_root
 
 from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+from forge_ci_testing.corpus import corpus_root
 
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
 

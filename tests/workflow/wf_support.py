@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from forge_ci.workflow import Diagnostic
 
 #: The smallest valid workflow; tests change one thing in it.
@@ -16,18 +13,6 @@ jobs:
     steps:
       - run: echo hi
 """
-
-
-def corpus_root() -> Path | None:
-    """``shared/corpus`` beside the checkout, or under ``$FORGE_CI_SHARED_DIR``."""
-    candidates = [Path(__file__).resolve().parents[2].parent / "shared" / "corpus"]
-    shared = os.environ.get("FORGE_CI_SHARED_DIR")
-    if shared:
-        candidates.append(Path(shared) / "corpus")
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 def messages(diagnostics: list[Diagnostic]) -> str:
