@@ -43,7 +43,7 @@ def test_a_killed_provider_leaves_a_lost_job_and_its_restart_cleans_up(live: For
     os.killpg(provider.pid, signal.SIGKILL)
     provider.wait(10)
     containers, volumes = docker_names(live.provider_id)
-    assert containers == [f"forge-ci-job-{attempt.id}"]
+    assert containers == [f"forge-ci-job-{live.provider_id}-{attempt.id}"]
     assert len(volumes) == 1 and volumes[0].startswith(f"forge-ci-workspace-{attempt.id}-")
 
     # Nobody renews the lease: the server ends the job as lost, never as success.
@@ -59,7 +59,7 @@ def test_a_killed_provider_leaves_a_lost_job_and_its_restart_cleans_up(live: For
     )
     log = live.log("provider")
     assert f"attempt {attempt.id} was assigned before the provider stopped" in log
-    assert f"forge-ci-job-{attempt.id}" in log.split("removed leftovers")[-1]
+    assert f"forge-ci-job-{live.provider_id}-{attempt.id}" in log.split("removed leftovers")[-1]
     # The attempt was not started again, by this provider or any other.
     assert list(live.attempts(repository)) == ["hang"]
     assert live.attempts(repository)["hang"].id == attempt.id

@@ -219,7 +219,7 @@ class DockerDriver:
         network = self._check_network(spec.network)
         _check_socket_dir(spec.socket_dir)
         self._check_workspace(spec)
-        name = container_name(spec.attempt_id)
+        name = container_name(self.provider_id, spec.attempt_id)
         with _docker_errors(f"creating job container {name}"):
             try:
                 created = self._api.create_container(**self._create_args(spec, network))
@@ -383,7 +383,7 @@ class DockerDriver:
         return {
             "image": self.runner_image,
             "command": list(spec.command) if spec.command else None,
-            "name": container_name(spec.attempt_id),
+            "name": container_name(self.provider_id, spec.attempt_id),
             "user": f"{JOB_UID}:{JOB_GID}",
             "detach": False,  # with stdin_open: StdinOnce, so closing our stdin ends the runner's
             "stdin_open": True,

@@ -2,7 +2,7 @@
 
 ::
 
-    socket dir + relay ──► workspace volume ──► container forge-ci-job-<attempt>
+    socket dir + relay ──► workspace volume ──► container forge-ci-job-<provider>-<attempt>
       (stdin: credential and assignment, then EOF) ──► follow stdout/stderr into the log
       ──► wait (job limit + margin; SIGTERM when the provider stops, SIGKILL after a grace)
       ──► remove the container ──► close the relay ──► remove the socket dir ──► the volume

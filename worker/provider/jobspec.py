@@ -140,5 +140,7 @@ class Leftovers:
         return bool(self.containers or self.volumes)
 
 
-def container_name(attempt_id: str) -> str:
-    return f"forge-ci-job-{check_id(attempt_id, 'attempt id')}"
+def container_name(provider_id: str, attempt_id: str) -> str:
+    """One name per (provider, attempt): attempt ids start at 1 in every forge-ci database, so
+    providers of two servers (or a leftover of another provider) sharing an engine never clash."""
+    return f"forge-ci-job-{provider_id}-{check_id(attempt_id, 'attempt id')}"

@@ -288,9 +288,10 @@ def test_one_container_per_attempt(driver: DockerDriver, tmp_path: Path) -> None
     socket_dir = make_socket_dir(tmp_path / "sockets", "once")
     spec = JobContainerSpec("once", workspace, socket_dir, b"", command=("sleep", "60"))
     driver.start_job(spec)
-    with pytest.raises(Conflict, match="forge-ci-job-once"):
+    name = f"forge-ci-job-{driver.provider_id}-once"
+    with pytest.raises(Conflict, match=name):
         driver.start_job(spec)
-    assert labelled(driver.provider_id)[0] == ["forge-ci-job-once"]
+    assert labelled(driver.provider_id)[0] == [name]
 
 
 def test_workspaces_are_fresh_labelled_and_reserved_labels_refused(driver: DockerDriver) -> None:
@@ -374,7 +375,7 @@ def test_remove_leftovers_removes_only_this_providers_objects(
     )
     spare = driver.create_workspace("never-started")
     found = driver.list_leftovers()
-    assert found.containers == ("forge-ci-job-crashed",)
+    assert found.containers == (f"forge-ci-job-{driver.provider_id}-crashed",)
     assert found.volumes == tuple(sorted([workspace, spare]))
 
     assert driver.remove_leftovers() == found
