@@ -229,7 +229,7 @@ def test_a_running_job_keeps_its_last_5000_lines_and_copies_them_all(
     assert page.locator("#log .trimmed").count() == 0
     standard.lint.log("\n" + "".join(f"n {n}\n" for n in range(1, 5101)), step)
     page.wait_for_function(
-        "() => document.getElementById('run-page').forgeCi.log.lines.length === 5103",
+        "() => document.getElementById('run-page').forgeCi?.log.lines.length === 5103",
         timeout=15_000,
     )
     assert page.locator("#log .line").count() == 5000

@@ -46,8 +46,9 @@ def _poller(page: Any, expression: str) -> Any:
 
 
 def _wait(page: Any, expression: str, timeout: float = 15_000) -> None:
+    # forgeCi appears when the page's module script has run (after parsing): until then, wait.
     page.wait_for_function(
-        f"() => document.getElementById('run-page').forgeCi.{expression}", timeout=timeout
+        f"() => document.getElementById('run-page').forgeCi?.{expression}", timeout=timeout
     )
 
 
@@ -208,7 +209,7 @@ def test_polling_backs_off_stops_on_revoked_access_and_pauses_when_hidden(
     assert 2 <= len(calls) <= 3, calls
     failing["status"] = 404
     page.wait_for_function(
-        "() => document.getElementById('run-page').forgeCi.poll.stopped === true", timeout=20_000
+        "() => document.getElementById('run-page').forgeCi?.poll.stopped === true", timeout=20_000
     )
     page.unroute(re.compile(r".*/pipelines/1/updates$"))
 
