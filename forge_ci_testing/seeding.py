@@ -107,7 +107,16 @@ def plan_job(key: str, env: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def _run_row(repository_id: int, number: int, user_id: int, plan: dict[str, Any]) -> dict[str, Any]:
+def run_row(
+    repository_id: int,
+    number: int,
+    user_id: int,
+    plan: dict[str, Any],
+    *,
+    user_name: str = "bench",
+    created_at: datetime | None = None,
+) -> dict[str, Any]:
+    """A queued workflow_dispatch run's row, inserted in bulk by benches and tests."""
     return {
         "repository_id": repository_id,
         "number": number,
@@ -124,8 +133,8 @@ def _run_row(repository_id: int, number: int, user_id: int, plan: dict[str, Any]
         "context": {"repository": "bench/repo", "sha": "a" * 40},
         "state": "queued",
         "requested_by_id": user_id,
-        "requested_by_name": "bench",
-        "created_at": utcnow(),
+        "requested_by_name": user_name,
+        "created_at": created_at or utcnow(),
         "concurrency_blocked": False,
         "cancel_in_progress": False,
     }
@@ -186,7 +195,7 @@ def seed(
             for index in range(max(1, jobs // jobs_per_run)):
                 repo = repo_ids[index % len(repo_ids)]
                 numbers[repo] = numbers.get(repo, 0) + 1
-                rows.append(_run_row(repo, numbers[repo], user_id, plan))
+                rows.append(run_row(repo, numbers[repo], user_id, plan))
             session.execute(insert(Run), rows)
             session.execute(
                 insert(RunSequence),
@@ -219,7 +228,7 @@ def queue_run(database: Database) -> None:
         user_id = session.scalar(select(User.id).where(User.name == "bench"))
         assert repository_id is not None and user_id is not None
         number = next_run_number(session, repository_id)
-        run = Run(**_run_row(repository_id, number, user_id, _plan(1)))
+        run = Run(**run_row(repository_id, number, user_id, _plan(1)))
         session.add(run)
         session.flush()
         session.add(Job(**_job_row(run.id, 0, utcnow())))

@@ -147,7 +147,7 @@ def _signal(process: subprocess.Popen[bytes], signum: int) -> None:
     try:
         os.killpg(process.pid, signum)
     except ProcessLookupError:
-        pass
+        return  # it already exited: nothing left to signal
 
 
 def _stop_together(children: list[Child], timeout: float) -> None:

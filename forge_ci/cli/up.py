@@ -67,7 +67,7 @@ def wait_for_line(
                 if needle in handle.read():
                     return True
         except FileNotFoundError:
-            pass
+            pass  # the service has not created its log yet: look again below
         if process.poll() is not None:
             return False
         time.sleep(0.05)

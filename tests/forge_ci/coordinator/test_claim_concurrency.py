@@ -7,11 +7,8 @@ there is no work.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import multiprocessing
 import time
-import uuid
 from collections import Counter
 from datetime import timedelta
 
@@ -24,6 +21,7 @@ from forge_ci.db import Database
 from forge_ci.models import Attempt, Job, Repository, Run, RunSequence, User
 from forge_ci.protocol import ClaimRequest
 from forge_ci.settings import Settings
+from forge_ci_testing.seeding import run_row
 from tests.forge_ci.coordinator.world import OPERATOR, World, plan_job
 
 CLAIMERS = 50
@@ -72,27 +70,14 @@ def _bulk_queue(world: World) -> None:
             repository_id = repositories[REPOSITORIES[index % len(REPOSITORIES)]]
             numbers[repository_id] += 1
             run_rows.append(
-                {
-                    "repository_id": repository_id,
-                    "number": numbers[repository_id],
-                    "workflow_path": ".forge-ci/workflows/ci.yml",
-                    "workflow_name": "ci",
-                    "event_name": "workflow_dispatch",
-                    "ref": "refs/heads/main",
-                    "sha": "a" * 40,
-                    "pin_ref": f"refs/forge-ci/pipelines/{uuid.uuid4().hex}",
-                    "workflow_source": "on: workflow_dispatch\n",
-                    "plan": plan,
-                    "plan_version": 1,
-                    "plan_digest": hashlib.sha256(json.dumps(plan).encode()).hexdigest(),
-                    "context": {"repository": "x/y", "sha": "a" * 40},
-                    "state": "queued",
-                    "requested_by_id": alice,
-                    "requested_by_name": "alice",
-                    "created_at": now,
-                    "concurrency_blocked": False,
-                    "cancel_in_progress": False,
-                }
+                run_row(
+                    repository_id,
+                    numbers[repository_id],
+                    alice,
+                    plan,
+                    user_name="alice",
+                    created_at=now,
+                )
             )
         session.execute(insert(Run), run_rows)
         session.execute(
