@@ -404,9 +404,13 @@ class Client:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def request(
-        self, method: str, path: str, body: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, bytes, float, http.client.HTTPResponse]:
-        headers = {"Cookie": self.cookie} if self.cookie else {}
+        headers = {**(headers or {}), **({"Cookie": self.cookie} if self.cookie else {})}
         if body is not None:
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         began = time.perf_counter()

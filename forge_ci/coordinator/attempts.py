@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -40,7 +41,7 @@ from forge_ci.coordinator.leases import (
 )
 from forge_ci.coordinator.records import flush_carries, notice
 from forge_ci.coordinator.steps import finalize_steps, success_refusal
-from forge_ci.models import Attempt, AttemptSecret, Job, Repository, Run
+from forge_ci.models import Attempt, AttemptSecret, Job, Repository
 from forge_ci.protocol import (
     AttemptStatus,
     CompleteRequest,
@@ -161,7 +162,18 @@ def cancel_attempt(
     reconcile(session, attempt, now)
 
 
-def requester_refusal(session: Session, run: Run) -> str | None:
+class Requested(Protocol):
+    """What :func:`requester_refusal` reads of a run (a :class:`Run`, or a lighter row)."""
+
+    @property
+    def repository_id(self) -> int: ...
+    @property
+    def requested_by_id(self) -> int | None: ...
+    @property
+    def requested_by_name(self) -> str: ...
+
+
+def requester_refusal(session: Session, run: Requested) -> str | None:
     """Why the person who started ``run`` may no longer make the server run its code, if so."""
     if run.requested_by_id is None:
         return None  # the operator CLI

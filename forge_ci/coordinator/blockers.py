@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.authz import Actor, Role
-from forge_ci.coordinator.attempts import requester_refusal
+from forge_ci.coordinator.attempts import Requested, requester_refusal
 from forge_ci.coordinator.providers import normalize_job_labels
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, utcnow
 from forge_ci.repos import RepositoryAccess, repository_access
@@ -45,7 +45,16 @@ class Blocker:
         return {"code": self.code, "message": self.message}
 
 
-def _labels(job: Job) -> str:
+@dataclass(frozen=True)
+class QueuedJob:
+    """What an explanation needs of a queued job (a page polls this: no ORM objects)."""
+
+    id: int
+    key: str
+    runs_on: list[str]
+
+
+def _labels(job: QueuedJob) -> str:
     return ", ".join(sorted(normalize_job_labels(job.runs_on)))
 
 
@@ -74,18 +83,35 @@ def queue_blockers_by_key(
     return {job.key: blocker for job, blocker in _blocked(session, access, number, now)}
 
 
+def queue_blockers_of(
+    session: Session, access: RepositoryAccess, run: Requested, run_id: int
+) -> dict[int, Blocker]:
+    """:func:`queue_blockers_in` for a run already looked up (``run`` as its counters have it)."""
+    access.require(Role.READ)
+    return {job.id: blocker for job, blocker in _explained(session, access, run, run_id, None)}
+
+
 def _blocked(
     session: Session, access: RepositoryAccess, number: int, now: datetime | None
-) -> list[tuple[Job, Blocker]]:
+) -> list[tuple[QueuedJob, Blocker]]:
+    run = find_run(session, access.require(Role.READ), number)
+    return _explained(session, access, run, run.id, now)
+
+
+def _explained(
+    session: Session, access: RepositoryAccess, run: Requested, run_id: int, now: datetime | None
+) -> list[tuple[QueuedJob, Blocker]]:
     now = now or utcnow()
-    repository = access.require(Role.READ)
-    run = find_run(session, repository, number)
+    repository = access.repository
     # Only the queued jobs, not the whole run (which may have hundreds).
-    queued = list(
-        session.scalars(
-            select(Job).where(Job.run_id == run.id, Job.state == "queued").order_by(Job.position)
+    queued = [
+        QueuedJob(*row)
+        for row in session.execute(
+            select(Job.id, Job.key, Job.runs_on)
+            .where(Job.run_id == run_id, Job.state == states.QUEUED)
+            .order_by(Job.position)
         )
-    )
+    ]
     if not queued:
         return []
     refusal = requester_refusal(session, run)
@@ -106,10 +132,18 @@ def _blocked(
             select(Attempt.provider_id).where(Attempt.state != states.COMPLETED).distinct()
         )
     )
-    return [(job, _explain(job, providers, busy, now)) for job in queued]
+    # Jobs with the same labels wait for the same reason: explain each label set once.
+    explained: dict[tuple[str, ...], Blocker] = {}
+    result = []
+    for job in queued:
+        labels = tuple(sorted(job.runs_on))
+        if labels not in explained:
+            explained[labels] = _explain(job, providers, busy, now)
+        result.append((job, explained[labels]))
+    return result
 
 
-def _explain(job: Job, providers: list[Provider], busy: set[int], now: datetime) -> Blocker:
+def _explain(job: QueuedJob, providers: list[Provider], busy: set[int], now: datetime) -> Blocker:
     if not providers:
         return Blocker(
             "no_provider",

@@ -32,6 +32,13 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from forge_ci import states
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.providers import Provider
+from forge_ci.models.revisions import count_changes
+
+#: Attempt columns that change while the run page shows nothing new: lease renewals, the
+#: sweeper's index and log counters (a heartbeat or a log chunk must not reload every viewer).
+QUIET_ATTEMPT_COLUMNS = frozenset(
+    {"lease_expires_at", "next_check_at", "acknowledged_sequence", "log_bytes", "log_records"}
+)
 
 _COMPLETED_HAS_CONCLUSION = (
     "(state = 'completed' AND conclusion IS NOT NULL) "
@@ -58,6 +65,8 @@ class Attempt(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    #: Grows with every shown change (:mod:`forge_ci.models.revisions`).
+    revision: Mapped[int] = mapped_column(default=1, server_default="1")
     #: Indexed by the unique (job_id, number) constraint.
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     #: 1 for the first attempt at a job.
@@ -120,6 +129,10 @@ class Attempt(Base):
         back_populates="attempt", cascade="all, delete-orphan", order_by="AttemptStep.position"
     )
 
+    @classmethod
+    def __declare_last__(cls) -> None:
+        count_changes(cls, QUIET_ATTEMPT_COLUMNS)
+
 
 class AttemptStep(Base):
     """One step of the job as this attempt ran it: pending -> running -> completed."""
@@ -138,6 +151,8 @@ class AttemptStep(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    #: Grows with every shown change (:mod:`forge_ci.models.revisions`).
+    revision: Mapped[int] = mapped_column(default=1, server_default="1")
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
     #: Index of the step in the job's plan.
     position: Mapped[int]
@@ -156,6 +171,10 @@ class AttemptStep(Base):
     completed_at: Mapped[datetime | None]
 
     attempt: Mapped[Attempt] = relationship(back_populates="steps")
+
+    @classmethod
+    def __declare_last__(cls) -> None:
+        count_changes(cls)
 
 
 class AttemptSecret(Base):

@@ -38,6 +38,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 from forge_ci import states
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.repositories import Repository
+from forge_ci.models.revisions import count_changes
 
 
 def _one_of(column: str, values: frozenset[str] | dict[str, Any]) -> str:
@@ -102,6 +103,8 @@ class Run(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    #: Grows with every shown change (:mod:`forge_ci.models.revisions`).
+    revision: Mapped[int] = mapped_column(default=1, server_default="1")
     repository_id: Mapped[int] = mapped_column(
         ForeignKey("repositories.id", ondelete="CASCADE"), index=True
     )
@@ -170,6 +173,10 @@ class Run(Base):
             raise ValueError(f"run {self.id}: {key} is part of the immutable snapshot")
         return value
 
+    @classmethod
+    def __declare_last__(cls) -> None:
+        count_changes(cls)
+
 
 class Job(Base):
     """One job instance of a run (a matrix leg is a job of its own)."""
@@ -187,6 +194,8 @@ class Job(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    #: Grows with every shown change (:mod:`forge_ci.models.revisions`).
+    revision: Mapped[int] = mapped_column(default=1, server_default="1")
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     #: Index of the job instance in ``run.plan["jobs"]``.
     position: Mapped[int]
@@ -225,6 +234,10 @@ class Job(Base):
         """This instance's entry of the run's plan (steps, env, outputs, timeout...)."""
         job: dict[str, Any] = self.run.plan["jobs"][self.position]
         return job
+
+    @classmethod
+    def __declare_last__(cls) -> None:
+        count_changes(cls)
 
 
 class JobDependency(Base):

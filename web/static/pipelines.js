@@ -2,7 +2,8 @@
  *
  * Without this script the page is a static snapshot that can be reloaded. With it, one
  * serialized poll every 2 s: GET .../updates (run, jobs, steps, queue blockers, which buttons
- * apply) and, for the selected job, GET .../attempts/<id>/logs?after=<cursor>, whose records go
+ * apply; sent with the last answer's ETag, so an unchanged run answers 304 without a body and
+ * running durations count on here, from the server's clock) and, for the selected job, GET .../attempts/<id>/logs?after=<cursor>, whose records go
  * to the log viewer (logview/view.js). A log backlog (has_more) is drained at once; polling stops
  * when the run is terminal and the log stream complete. Errors back off (capped at 30 s), a
  * revoked access (401/403/404) stops polling, hidden tabs pause, leaving the page aborts the
@@ -40,8 +41,11 @@ import { createLogView } from "./logview/view.js";
     timer: null,
     controller: null,
     stopped: false,
-    busy: false
+    busy: false,
+    etag: "",
+    serverOffset: 0  // server clock minus this one, from the last answer's server_time
   };
+  var running = [];  // [element, started ms] of what runs now: its duration ticks here
 
   function label(value) {
     return String(value).replace(/_/g, " ");
@@ -75,11 +79,55 @@ import { createLogView } from "./logview/view.js";
 
   /* ---- Live updates -------------------------------------------------------------------- */
 
+  function parseTime(text) {  // "2026-12-01 12:00:05 UTC", as web/present.py writes it
+    var m = /^(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) UTC$/.exec(text || "");
+    return m ? Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]) : null;
+  }
+
+  function formatDuration(ms) {  // web/present.py format_duration
+    var seconds = Math.max(0, Math.floor(ms / 1000));
+    if (seconds < 60) {
+      return seconds + "s";
+    }
+    var minutes = Math.floor(seconds / 60);
+    seconds = seconds % 60;
+    if (minutes < 60) {
+      return minutes + "m " + (seconds < 10 ? "0" : "") + seconds + "s";
+    }
+    var hours = Math.floor(minutes / 60);
+    minutes = minutes % 60;
+    return hours + "h " + (minutes < 10 ? "0" : "") + minutes + "m";
+  }
+
+  /* A running duration keeps counting between answers (an unchanged poll has no body). */
+  function showDuration(element, text, started, completed) {
+    setText(element, text);
+    if (element && started && !completed && parseTime(started) !== null) {
+      running.push([element, parseTime(started)]);
+    }
+  }
+
+  function tickDurations() {
+    var now = Date.now() + poll.serverOffset;
+    for (var i = 0; i < running.length; i++) {
+      setText(running[i][0], formatDuration(now - running[i][1]));
+    }
+  }
+
   function applyUpdates(data) {
+    if (data === null) {
+      return;  // 304: nothing shown has changed
+    }
+    var serverNow = parseTime(data.server_time);
+    if (serverNow !== null) {
+      poll.serverOffset = serverNow - Date.now();
+    }
+    running = [];
     var run = data.run;
     setBadge(document.getElementById("run-status"), run.status, true);
     setText(document.getElementById("run-started"), run.started_at || "not yet");
-    setText(document.getElementById("run-duration"), run.duration || "\u2014");
+    showDuration(document.getElementById("run-duration"), run.duration || "\u2014",
+      run.started_at, run.completed_at);
     setText(document.getElementById("run-note"), run.note);
     var controls = data.controls || {};
     var forms = { cancel: ".control-cancel", rerun: ".control-rerun",
@@ -97,7 +145,8 @@ import { createLogView } from "./logview/view.js";
         setBadge(item.querySelector(".job-status"), job.status, true);
         setText(item.querySelector(".t-queued"), job.queued_at ? "queued " + job.queued_at : "");
         setText(item.querySelector(".t-started"), job.started_at ? "started " + job.started_at : "");
-        setText(item.querySelector(".t-duration"), job.duration);
+        showDuration(item.querySelector(".t-duration"), job.duration, job.started_at,
+          job.completed_at);
         setText(item.querySelector(".job-note"), job.note);
       }
       var node = page.querySelector('svg.graph a[data-job="' + job.id + '"]');
@@ -120,7 +169,8 @@ import { createLogView } from "./logview/view.js";
       var link = card.querySelector('nav.steps a[data-step="' + cssEscape(step.id) + '"]');
       if (link) {
         setBadge(link.querySelector(".step-status"), step.status, false);
-        setText(link.querySelector(".step-duration"), step.duration);
+        showDuration(link.querySelector(".step-duration"), step.duration, step.started_at,
+          step.completed_at);
       }
     }
     if (job.attempt && job.attempt.id !== card.getAttribute("data-attempt")) {
@@ -156,16 +206,27 @@ import { createLogView } from "./logview/view.js";
     this.status = status;
   }
 
-  function getJSON(url) {
+  /* GET url as JSON; with etag, null when the server answers 304 (unchanged since then). */
+  function getJSON(url, etag) {
     poll.controller = window.AbortController ? new AbortController() : null;
+    var headers = { Accept: "application/json" };
+    if (etag) {
+      headers["If-None-Match"] = etag;
+    }
     return fetch(url, {
       credentials: "same-origin",
       cache: "no-store",
-      headers: { Accept: "application/json" },
+      headers: headers,
       signal: poll.controller ? poll.controller.signal : undefined
     }).then(function (response) {
+      if (etag && response.status === 304) {
+        return null;
+      }
       if (!response.ok) {
         throw new HttpError(response.status);
+      }
+      if (etag !== undefined) {
+        poll.etag = response.headers.get("ETag") || "";
       }
       return response.json();
     });
@@ -207,7 +268,7 @@ import { createLogView } from "./logview/view.js";
     }
     poll.busy = true;
     var needUpdates = !poll.runTerminal;
-    var step = needUpdates ? getJSON(updatesUrl).then(applyUpdates) : Promise.resolve();
+    var step = needUpdates ? getJSON(updatesUrl, poll.etag).then(applyUpdates) : Promise.resolve();
     step.then(function () {
       if (poll.logComplete || !poll.logsUrl) {
         return false;
@@ -280,6 +341,7 @@ import { createLogView } from "./logview/view.js";
     poll.stopped = true;  // a finished run with its whole log on the page: nothing to ask
   } else {
     schedule(poll.runTerminal ? 0 : POLL_MS);
+    window.setInterval(tickDurations, 1000);
   }
 
   /* Test hook: lets browser tests see the poller's state without storing anything. */

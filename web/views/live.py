@@ -1,8 +1,11 @@
 """Browser polling endpoints of a run page (session cookie, repository read access).
 
 ``GET .../pipelines/<number>/updates``: the run, its jobs, their latest attempts and steps, and
-why queued jobs wait. ``GET .../pipelines/<number>/attempts/<attempt>/logs?after=<cursor>``: one
-page of at most 100 log records after a cursor (:func:`forge_ci.coordinator.logs.read_log_page`).
+why queued jobs wait, with an ``ETag`` (:mod:`forge_ci.runs.changes`): a poll sending it back in
+``If-None-Match`` gets ``304 Not Modified`` and no body while nothing shown changed, for the
+cost of a few small queries instead of loading the whole run.
+``GET .../pipelines/<number>/attempts/<attempt>/logs?after=<cursor>``: one page of at most 100
+log records after a cursor (:func:`forge_ci.coordinator.logs.read_log_page`).
 ``.../log.txt`` is the whole log as plain text, for people without JavaScript and for tools.
 
 IDs, cursors and numbers are decimal strings. Every answer has ``Cache-Control: no-store``; an
@@ -18,10 +21,11 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from forge_ci.authz import Role
-from forge_ci.coordinator.blockers import queue_blockers_in
+from forge_ci.coordinator.blockers import queue_blockers_of
 from forge_ci.coordinator.logs import find_attempt_in, read_log_page, read_log_page_in
 from forge_ci.errors import InvalidInput
 from forge_ci.models import utcnow
+from forge_ci.runs.changes import change_token, run_counters
 from forge_ci.runs.details import JobDetail, StepDetail, run_details_in
 from web.access import request_repository
 from web.auth import current_actor
@@ -48,6 +52,8 @@ def _step(step: StepDetail) -> dict[str, Any]:
         "state": step.state,
         "conclusion": step.conclusion or "",
         "status": status(step.state, step.conclusion),
+        "started_at": timestamp(step.started_at),
+        "completed_at": timestamp(step.completed_at),
         "duration": duration(step.started_at, step.completed_at),
     }
 
@@ -85,8 +91,21 @@ def _job(job: JobDetail, note: str) -> dict[str, Any]:
 @json_view
 def updates(owner: str, name: str, number: int) -> Response:
     access = request_repository(owner, name)
+    counters = run_counters(db(), access, number)
+    blockers = queue_blockers_of(db(), access, counters, counters.id) if counters.has_queued else {}
+    # The answer depends on the run's rows, the queue blockers and whether the reader may use
+    # the run's buttons; a poll that finds none of them changed gets 304 without a body.
+    token = change_token(
+        counters.values,
+        access.role >= Role.ADMIN,
+        *(f"{job_id}:{blocker.code}:{blocker.message}" for job_id, blocker in blockers.items()),
+    )
+    if request.if_none_match.contains(token):
+        db().rollback()
+        unchanged = Response(status=304)
+        unchanged.set_etag(token)
+        return _no_store(unchanged)
     details = run_details_in(db(), access, number)
-    blockers = queue_blockers_in(db(), access, number)
     waiting = waiting_for(details)
     run = details.run
     db().rollback()
@@ -107,7 +126,9 @@ def updates(owner: str, name: str, number: int) -> Response:
         "controls": controls(access.role >= Role.ADMIN, details),
         "server_time": timestamp(utcnow()),
     }
-    return _no_store(jsonify(body))
+    response = jsonify(body)
+    response.set_etag(token)
+    return _no_store(response)
 
 
 def _cursor(value: str | None) -> int:
