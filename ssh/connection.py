@@ -16,6 +16,7 @@ import logging
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 
 import paramiko
 
@@ -46,12 +47,16 @@ def serve_connection(
     sock: socket.socket,
     host_key: paramiko.PKey,
     transports: set[paramiko.Transport],
+    authenticated: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run one connection to its end (called on its own thread; never raises)."""
+    """Run one connection to its end (called on its own thread; never raises).
+
+    ``authenticated()`` is called once the client has proved a key and opened its channel.
+    """
     transport = paramiko.Transport(sock)
     transports.add(transport)
     try:
-        _serve(ctx, transport, host_key)
+        _serve(ctx, transport, host_key, authenticated)
     except Exception:
         log.exception("SSH connection failed")
     finally:
@@ -59,7 +64,12 @@ def serve_connection(
         transports.discard(transport)
 
 
-def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko.PKey) -> None:
+def _serve(
+    ctx: ServerContext,
+    transport: paramiko.Transport,
+    host_key: paramiko.PKey,
+    authenticated: Callable[[], None],
+) -> None:
     settings = ctx.settings
     transport.add_server_key(host_key)
     transport.banner_timeout = settings.ssh_auth_timeout
@@ -79,6 +89,7 @@ def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko
         if not transport.is_authenticated():
             log.info("SSH client did not authenticate within %.0f s", settings.ssh_auth_timeout)
         return
+    authenticated()
     deadline = time.monotonic() + REQUEST_TIMEOUT
     while not interface.requested.wait(0.1):
         if channel.closed or not transport.is_active() or time.monotonic() > deadline:
