@@ -49,10 +49,10 @@ class Limits:
 
     @classmethod
     def for_total(cls, total: int) -> Limits:
-        """For 64 connections: random drops from 16 startups, 32 at most, 8 per address."""
+        """For 64 connections: random drops from 16 startups, 32 at most, 16 per address."""
         full = max(1, total // 2)
         start = max(1, full // 2)
-        return cls(total=total, start=start, full=full, per_source=max(1, min(10, full // 4)))
+        return cls(total=total, start=start, full=full, per_source=max(1, full // 2))
 
 
 class Ticket:
