@@ -179,16 +179,32 @@ def run_request(
 def _run_upload_pack(
     ctx: ServerContext, channel: paramiko.Channel, full_name: str, git_protocol: str | None
 ) -> int:
+    """Serve a fetch in protocol v0/v1 only, whatever the client asked for.
+
+    Protocol v2's upload-pack accepts a ``want`` of any object the repository holds, advertised
+    or not, so commits that were force-pushed away but stay pinned under the hidden
+    ``refs/forge-ci/*`` (runs need their sources) were fetchable by SHA (issue #14, finding
+    6). v0 and v1 accept only wants of advertised tips when the ``uploadpack.allow*SHA1InWant``
+    settings are off, and those are forced off here, over any repository config. The client's
+    ``GIT_PROTOCOL`` is not passed on: git clients fall back to v0 by themselves.
+    """
     owner, name = full_name.split("/", 1)
     path = repository_path(ctx.settings.repositories_dir, owner, name)
     if not path.is_dir():  # git's own message would show the server's paths
         raise NotFound(f"repository {full_name} not found")
+    if git_protocol and git_protocol != "version=1":
+        log.info(
+            "serving a fetch of %s in protocol v0 (the client asked %s)", full_name, git_protocol
+        )
     env = ctx.git_environment()
-    if git_protocol:
+    if git_protocol == "version=1":
         env["GIT_PROTOCOL"] = git_protocol
     hidden = INTERNAL_REF_PREFIX.rstrip("/")
+    command = ["git", "-c", f"transfer.hideRefs={hidden}"]
+    for setting in ("allowTipSHA1InWant", "allowReachableSHA1InWant", "allowAnySHA1InWant"):
+        command += ["-c", f"uploadpack.{setting}=false"]
     process = subprocess.Popen(
-        ["git", "-c", f"transfer.hideRefs={hidden}", "upload-pack", "--strict", str(path)],
+        [*command, "upload-pack", "--strict", str(path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
