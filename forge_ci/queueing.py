@@ -19,6 +19,12 @@ log = logging.getLogger(__name__)
 PUSH_EVENTS_QUEUE = "forge-ci-push-events"
 #: Dotted name of the job (in the worker front door), so the core never imports it.
 PROCESS_PUSH_EVENT = "worker.jobs.process_push_event"
+#: A push event's job is ended (its work horse killed) after this long, so that one hung job
+#: holds up the worker for at most this long (RQ's default is 180 s). Processing an event reads
+#: at most 64 workflow files at one commit; it takes well under a second. The event stays
+#: confirmed, so the scan enqueues it again (issue #14, finding 9).
+JOB_TIMEOUT_SECONDS = 30
+
 #: Job states in which an enqueued job will still run; enqueueing again would only duplicate it.
 _PENDING = frozenset({"queued", "started", "deferred", "scheduled"})
 # Short timeouts: a push must not hang on a Redis that is down; the scan catches up later.
@@ -77,6 +83,7 @@ class JobQueue:
                             (event_id,),
                             job_id=push_event_job_id(event_id),
                             description=f"push event {event_id}",
+                            timeout=JOB_TIMEOUT_SECONDS,
                         )
                         for event_id in event_ids
                     ]
@@ -92,6 +99,7 @@ class JobQueue:
                     event_id,
                     job_id=job_id,
                     description=f"push event {event_id}",
+                    job_timeout=JOB_TIMEOUT_SECONDS,
                 )
         except (redis.RedisError, OSError) as exc:
             log.warning("could not enqueue push events (the worker's scan will): %s", exc)

@@ -9,5 +9,7 @@ named repositories run without hooks, for the push benchmark's baseline).
     git           GitClient: git over OpenSSH as one person, with a private HOME
     redis         RedisServer: a private redis-server on a Unix socket
     forge         Forge: a whole forge-ci (web, ssh, worker, provider) in child processes
+    web_server    running_web: a real ``forge-ci web`` (gunicorn) on a loopback port
+    slow_clients  Trickle: slow-client attacks (a byte every few seconds, or nothing) on loopback
     unhooked_ssh  ``python -m forge_ci_testing.unhooked_ssh OWNER/NAME...`` (push benchmark)
 """

@@ -16,6 +16,7 @@ import logging
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 
 import paramiko
 
@@ -46,12 +47,16 @@ def serve_connection(
     sock: socket.socket,
     host_key: paramiko.PKey,
     transports: set[paramiko.Transport],
+    authenticated: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run one connection to its end (called on its own thread; never raises)."""
+    """Run one connection to its end (called on its own thread; never raises).
+
+    ``authenticated()`` is called once the client has proved a key and opened its channel.
+    """
     transport = paramiko.Transport(sock)
     transports.add(transport)
     try:
-        _serve(ctx, transport, host_key)
+        _serve(ctx, transport, host_key, authenticated)
     except Exception:
         log.exception("SSH connection failed")
     finally:
@@ -59,7 +64,12 @@ def serve_connection(
         transports.discard(transport)
 
 
-def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko.PKey) -> None:
+def _serve(
+    ctx: ServerContext,
+    transport: paramiko.Transport,
+    host_key: paramiko.PKey,
+    authenticated: Callable[[], None],
+) -> None:
     settings = ctx.settings
     transport.add_server_key(host_key)
     transport.banner_timeout = settings.ssh_auth_timeout
@@ -79,6 +89,7 @@ def _serve(ctx: ServerContext, transport: paramiko.Transport, host_key: paramiko
         if not transport.is_authenticated():
             log.info("SSH client did not authenticate within %.0f s", settings.ssh_auth_timeout)
         return
+    authenticated()
     deadline = time.monotonic() + REQUEST_TIMEOUT
     while not interface.requested.wait(0.1):
         if channel.closed or not transport.is_active() or time.monotonic() > deadline:
@@ -168,16 +179,32 @@ def run_request(
 def _run_upload_pack(
     ctx: ServerContext, channel: paramiko.Channel, full_name: str, git_protocol: str | None
 ) -> int:
+    """Serve a fetch in protocol v0/v1 only, whatever the client asked for.
+
+    Protocol v2's upload-pack accepts a ``want`` of any object the repository holds, advertised
+    or not, so commits that were force-pushed away but stay pinned under the hidden
+    ``refs/forge-ci/*`` (runs need their sources) were fetchable by SHA (issue #14, finding
+    6). v0 and v1 accept only wants of advertised tips when the ``uploadpack.allow*SHA1InWant``
+    settings are off, and those are forced off here, over any repository config. The client's
+    ``GIT_PROTOCOL`` is not passed on: git clients fall back to v0 by themselves.
+    """
     owner, name = full_name.split("/", 1)
     path = repository_path(ctx.settings.repositories_dir, owner, name)
     if not path.is_dir():  # git's own message would show the server's paths
         raise NotFound(f"repository {full_name} not found")
+    if git_protocol and git_protocol != "version=1":
+        log.info(
+            "serving a fetch of %s in protocol v0 (the client asked %s)", full_name, git_protocol
+        )
     env = ctx.git_environment()
-    if git_protocol:
+    if git_protocol == "version=1":
         env["GIT_PROTOCOL"] = git_protocol
     hidden = INTERNAL_REF_PREFIX.rstrip("/")
+    command = ["git", "-c", f"transfer.hideRefs={hidden}"]
+    for setting in ("allowTipSHA1InWant", "allowReachableSHA1InWant", "allowAnySHA1InWant"):
+        command += ["-c", f"uploadpack.{setting}=false"]
     process = subprocess.Popen(
-        ["git", "-c", f"transfer.hideRefs={hidden}", "upload-pack", "--strict", str(path)],
+        [*command, "upload-pack", "--strict", str(path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

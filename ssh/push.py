@@ -8,6 +8,7 @@ In the order of ARCHITECTURE.md, "A push, step by step"::
       re-assert core.hooksPath and transfer.hideRefs                        |  lock held, and
       open this push's hook listener (loopback TCP)                         |  inherited by
       git receive-pack <-> client     hooks -> listener -> answer_hook()    |  receive-pack
+        bounded by ssh.pump.PUSH; never "idle" while a hook is answered     |
         pre-receive: ref policy   prepared: record intents, commit          |
         committed: pin + confirm, commit     aborted: cancel, commit        |
       settle again, if a hook report got lost: the refs say what happened   |
@@ -49,7 +50,7 @@ from ssh import faults
 from ssh.auth import Pusher
 from ssh.context import ServerContext
 from ssh.hookserver import HookListener
-from ssh.pump import pump
+from ssh.pump import pump, push_watch
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +112,12 @@ def run_receive_pack(
         command += ["receive-pack", str(path)]
 
         ledger = Ledger()
+        watch = push_watch()
 
         def answer(request: hookwire.Request) -> hookwire.Answer:
-            return answer_hook(ctx, push, request, ledger)
+            # The server works, the client waits: never "idle" (issue #14, finding 5).
+            with watch.working():
+                return answer_hook(ctx, push, request, ledger)
 
         with ExitStack() as stack:
             if hooked:
@@ -127,7 +131,7 @@ def run_receive_pack(
                 env=env,
                 pass_fds=(lock_fd,),  # see forge_ci.locks: the lock outlives a killed server
             )
-            status = pump(channel, process)
+            status = pump(channel, process, watch)
         mine = list(ledger.confirmed)
         if not ledger.all_settled:  # a hook's report got lost; the refs say what happened
             try:

@@ -1,8 +1,9 @@
 """``forge-ci ssh``: the listening socket, the connection cap and the server's lifetime.
 
 Each accepted connection runs on its own thread (``ssh.connection``). At most
-``ssh_max_connections`` run at once; one more is closed immediately, before any SSH traffic, so a
-flood costs the server no key exchanges.
+``ssh_max_connections`` run at once, and connections that have not authenticated yet are
+limited apart, in all and per address (``ssh.admission``: OpenSSH's ``MaxStartups``); one
+refused is closed immediately, before any SSH traffic, so a flood costs no key exchanges.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from forge_ci.errors import ConfigurationError
 from forge_ci.hookchecks import git_problem, hook_problems
 from forge_ci.queueing import JobQueue
 from forge_ci.settings import Settings
+from ssh.admission import Admission, Limits, Ticket
 from ssh.connection import serve_connection
 from ssh.context import ServerContext
 
@@ -76,7 +78,7 @@ class SshServer:
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, port))
         self._listener.listen(128)
-        self._slots = threading.BoundedSemaphore(settings.ssh_max_connections)
+        self.admission = Admission(Limits.for_total(settings.ssh_max_connections))
         self._threads: set[threading.Thread] = set()
         self._transports: set[paramiko.Transport] = set()
         self._closing = threading.Event()
@@ -96,26 +98,27 @@ class SshServer:
                 if self._closing.is_set():
                     return
                 raise
-            if not self._slots.acquire(blocking=False):
-                log.warning(
-                    "refusing connection from %s: %d connections already open",
-                    peer[0],
-                    self.settings.ssh_max_connections,
-                )
+            ticket = self.admission.admit(str(peer[0]), sock)
+            if ticket is None:  # the admission logged why
                 sock.close()
                 continue
             thread = threading.Thread(
-                target=self._run, args=(sock,), name=f"ssh-{peer[0]}:{peer[1]}", daemon=True
+                target=self._run,
+                args=(sock, ticket),
+                name=f"ssh-{peer[0]}:{peer[1]}",
+                daemon=True,
             )
             self._threads.add(thread)
             thread.start()
 
-    def _run(self, sock: socket.socket) -> None:
+    def _run(self, sock: socket.socket, ticket: Ticket) -> None:
         try:
             sock.settimeout(None)
-            serve_connection(self.context, sock, self.host_key, self._transports)
+            serve_connection(
+                self.context, sock, self.host_key, self._transports, ticket.authenticated
+            )
         finally:
-            self._slots.release()
+            ticket.release()
             self._threads.discard(threading.current_thread())
 
     def stop_accepting(self) -> None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask, Response, request
+from flask.sessions import SecureCookieSessionInterface
 
+from forge_ci import protocol
 from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
 from forge_ci.settings import Settings
@@ -88,6 +90,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
         MAX_CONTENT_LENGTH=1024 * 1024,
         TEMPLATES_AUTO_RELOAD=False,
     )
+    app.session_interface = _BrowserSessions()
     app.jinja_env.autoescape = True
     app.jinja_env.trim_blocks = True
     app.jinja_env.lstrip_blocks = True
@@ -109,6 +112,22 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
     register_runner_api(app)
     app.after_request(_security_headers)
     return app
+
+
+class _BrowserSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, never written by the runner API.
+
+    The runner API authenticates with bearer credentials only; a browser cookie sent along
+    was refreshed (``Set-Cookie``, ``Vary: Cookie``) on every call (issue #14, finding 13).
+    """
+
+    def save_session(self, app: Flask, session: Any, response: Response) -> None:
+        if (
+            request.path.startswith(protocol.API_PREFIX + "/")
+            or request.path == protocol.API_PREFIX
+        ):
+            return
+        super().save_session(app, session, response)
 
 
 def _security_headers(response: Response) -> Response:

@@ -1,9 +1,15 @@
 """Signing in to the browser UI: the session cookie, the current actor, /-/login and /-/logout.
 
 The session cookie is Flask's signed cookie (key from ``settings.secret_key_file``). It holds the
-user's id and a *binding*: an HMAC of the user's password hash. Each request re-reads the user,
-so a deactivated user is signed out at once, a demoted administrator loses administration, and a
-changed password ends every session that was signed in with the old one.
+user's id, the token of a server-side session (``forge_ci.signins``) and a *binding*: an HMAC of
+the user's password hash. Each request re-reads the session and the user, so logout ends the
+session for every copy of the cookie, a deactivated user is signed out at once, a demoted
+administrator loses administration, and a changed password ends every session that was signed
+in with the old one.
+
+Sign-ins are throttled per account and per address with growing blocks (``forge_ci.signins``);
+a blocked attempt is answered 429 without its password being checked. Each login form's CSRF
+token is good for one attempt: every answer to a login POST carries a new one.
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ from forge_ci.accounts import authenticate_password
 from forge_ci.authz import Actor
 from forge_ci.errors import PermissionDenied
 from forge_ci.models import User
+from forge_ci.signins import (
+    blocked_for,
+    open_session,
+    record_failure,
+    record_success,
+    revoke_session,
+    session_user_id,
+    throttle_keys,
+)
 from web import csrf
 from web.storage import db
 
@@ -63,7 +78,9 @@ def _load_user() -> User | None:
     user_id = session.get("uid")
     if not isinstance(user_id, int):
         return None
-    user = db().get(User, user_id)
+    token = session.get("sid")
+    live = isinstance(token, str) and session_user_id(db(), token) == user_id
+    user = db().get(User, user_id) if live else None
     binding = session.get("auth")
     if (
         user is None
@@ -73,6 +90,7 @@ def _load_user() -> User | None:
     ):
         session.pop("uid", None)
         session.pop("auth", None)
+        session.pop("sid", None)
         return None
     return user
 
@@ -120,18 +138,38 @@ def login() -> Response | str | tuple[str, int]:
         return render_template("login.html", next_path=next_path, name="", error=None)
     name = request.form.get("name", "")
     password = request.form.get("password", "")
+    # This form's token is spent, whatever the answer (a refused form gets a new one).
+    csrf.rotate()
+    keys = throttle_keys(name, request.remote_addr)
+    wait = blocked_for(db(), keys)
+    if wait > 0:
+        seconds = max(1, int(wait + 0.999))
+        page = render_template(
+            "login.html",
+            next_path=next_path,
+            name=name,
+            error=f"Too many failed sign-ins for this account or address; try again in "
+            f"{seconds} s.",
+        )
+        return Response(page, 429, {"Retry-After": str(seconds)}, mimetype="text/html")
     user = None
     if 0 < len(name) <= MAX_NAME_LENGTH and 0 < len(password) <= MAX_PASSWORD_LENGTH:
         user = authenticate_password(db(), name, password)
     if user is None:
+        record_failure(db(), keys)
+        db().commit()
         return (
             render_template("login.html", next_path=next_path, name=name, error=LOGIN_REFUSED),
             401,
         )
+    record_success(db(), keys)
+    token = open_session(db(), user, current_app.permanent_session_lifetime)
+    db().commit()
     # A fresh session on every login: nothing chosen before signing in (a planted cookie,
     # its CSRF token) survives into the signed-in session.
     session.clear()
     session["uid"] = user.id
+    session["sid"] = token
     session["auth"] = _binding(user)
     session.permanent = True
     csrf.rotate()
@@ -141,6 +179,10 @@ def login() -> Response | str | tuple[str, int]:
 
 @blueprint.route("/-/logout", methods=["POST"])
 def logout() -> Response:
+    token = session.get("sid")
+    if isinstance(token, str):
+        revoke_session(db(), token)  # every copy of this cookie is signed out, not just this one
+        db().commit()
     session.clear()
     g.current_user = None
     flash("You have signed out.")

@@ -70,6 +70,8 @@ def field() -> Markup:
 def _check() -> None:
     if request.method not in UNSAFE_METHODS:
         return
+    if request.routing_exception is not None:  # no view runs: the 404 or 405 says why
+        return
     if request.blueprint in current_app.extensions[_EXEMPT]:
         return
     expected = session.get(SESSION_KEY)

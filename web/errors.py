@@ -6,7 +6,9 @@ get the same page. Anything else is a bug: it is logged with its traceback and a
 generic 500 that says nothing about the server.
 
 Views that answer JSON (browser polling endpoints) are marked with :func:`json_view`; their
-errors are ``{"error": {"code", "message"}}`` with the same status.
+errors are ``{"error": {"code", "message"}}`` with the same status. Anything under the runner
+API's prefix (a wrong method, ``attempts//start``) is answered in the runner API's own JSON,
+with ``no-store``, whether or not a view matched.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from flask import Flask, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, InternalServerError
 from werkzeug.wrappers import Response
 
+from forge_ci import protocol
 from forge_ci.errors import ForgeCIError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,7 +57,17 @@ def _wants_json() -> bool:
     return bool(getattr(view, "forge_ci_json", False))
 
 
+def _runner_api() -> bool:
+    return request.path == protocol.API_PREFIX or request.path.startswith(protocol.API_PREFIX + "/")
+
+
 def error_response(status: int, code: str, message: str) -> Response | tuple[str, int]:
+    if _runner_api():
+        response = Response(
+            protocol.dumps(protocol.error_body(code, message)), status, mimetype="application/json"
+        )
+        response.headers["Cache-Control"] = "no-store"
+        return response
     if _wants_json():
         response = jsonify({"error": {"code": code, "message": message}})
         response.status_code = status
@@ -80,6 +93,9 @@ def _http_error(exc: HTTPException) -> Response | tuple[str, int]:
         message = exc.description or TITLES.get(status, "Error")
     response = error_response(status, exc.name.lower().replace(" ", "_"), message)
     if isinstance(response, Response):
+        for name, value in exc.get_headers():  # Allow (405)
+            if name.lower() not in ("content-type", "content-length"):
+                response.headers[name] = value
         return response
     # Keep headers such as Allow (405) on the friendly page.
     page = current_app.make_response(response)

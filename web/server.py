@@ -5,7 +5,9 @@ Why gthread workers: the runner API's claim endpoint is a long poll (a provider 
 long-polling request occupies a thread, not a process, so ``workers x threads`` is the number of
 requests served at once; size ``threads`` for the providers plus the browsers you expect (the
 default 2 x 16 serves 32 at once). gunicorn loads the application in each worker after the fork,
-so every worker opens its own database engine.
+so every worker opens its own database engine. The workers are web/intake.py's gthread: each
+request is read whole by the worker's event loop before a thread sees it, so slow clients hold no
+thread (issue #14, finding 1). ``--dev`` (werkzeug) has no such defence: never expose it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def bind_address(settings: Settings) -> str:
 def gunicorn_options(settings: Settings, workers: int, threads: int) -> dict[str, Any]:
     return {
         "bind": [bind_address(settings)],
-        "worker_class": "gthread",
+        # gthread, with each request read whole by the event loop first (web/intake.py).
+        "worker_class": "web.intake.BufferingWorker",
         "workers": workers,
         "threads": threads,
         # The arbiter's liveness timeout: a gthread worker keeps notifying while its threads

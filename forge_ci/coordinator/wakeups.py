@@ -18,8 +18,10 @@ fallback poll only).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from typing import Any
 
 from sqlalchemy import event, func, inspect, select
@@ -58,6 +60,20 @@ class Publisher:
         self._client: Any = None
         self._down_until = 0.0
         self._lock = threading.Lock()
+        _publishers.add(self)
+        _watch_forks()
+
+    def _after_fork_in_child(self) -> None:
+        """A fresh lock and client in a forked child (an RQ work horse).
+
+        The worker's parent publishes from its lease-sweeper thread; a fork while that thread
+        held the lock (or was inside the Redis client's connection pool) left the child a lock
+        nobody would ever release, and the child's first publish hung for good in
+        ``futex_do_wait`` (issue #14, finding 9). The child has one thread: resetting is safe.
+        """
+        self._lock = threading.Lock()
+        self._client = None
+        self._down_until = 0.0
 
     def publish(self) -> bool:
         if time.monotonic() < self._down_until:
@@ -76,6 +92,20 @@ class Publisher:
 
 
 _installed: dict[str, Publisher] = {}
+_publishers: weakref.WeakSet[Publisher] = weakref.WeakSet()
+_fork_hook: list[bool] = []
+
+
+def _reset_publishers_in_child() -> None:
+    for publisher in list(_publishers):
+        publisher._after_fork_in_child()
+
+
+def _watch_forks() -> None:
+    """Reset publishers in forked children (registered once, with the first publisher)."""
+    if not _fork_hook:
+        os.register_at_fork(after_in_child=_reset_publishers_in_child)
+        _fork_hook.append(True)
 
 
 def install_publisher(redis_url: str) -> Publisher:

@@ -9,6 +9,7 @@ from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
+from forge_ci.models.signins import LoginThrottle, WebSession
 
 __all__ = [
     "Attempt",
@@ -20,6 +21,7 @@ __all__ = [
     "JobOutput",
     "LogCarry",
     "LogRecord",
+    "LoginThrottle",
     "Membership",
     "Provider",
     "ProviderGrant",
@@ -32,5 +34,6 @@ __all__ = [
     "RunSequence",
     "SshKey",
     "User",
+    "WebSession",
     "utcnow",
 ]

@@ -119,6 +119,10 @@ def test_the_transition_table_covers_every_state_and_nothing_else() -> None:
         ("refs/pull/1/head", "only branches"),
         ("refs/heads/", "only branches"),
         ("HEAD", "only branches"),
+        ("refs/heads/HEAD", "cannot be named HEAD"),  # `git push HEAD:HEAD` (issue #14)
+        ("refs/tags/HEAD", "cannot be named HEAD"),
+        ("refs/heads/feature/HEAD", None),
+        ("refs/heads/HEADS", None),
         ("refs/heads/" + "x" * 1100, "longer than 1024 bytes"),
     ],
 )

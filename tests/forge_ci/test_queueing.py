@@ -9,7 +9,7 @@ import pytest
 import redis
 from rq import Queue
 
-from forge_ci.queueing import PROCESS_PUSH_EVENT, PUSH_EVENTS_QUEUE, JobQueue
+from forge_ci.queueing import JOB_TIMEOUT_SECONDS, PROCESS_PUSH_EVENT, PUSH_EVENTS_QUEUE, JobQueue
 from forge_ci.settings import Settings, load_settings
 
 
@@ -32,12 +32,17 @@ def test_events_are_enqueued_once_by_dotted_name(queue_settings: Settings) -> No
         assert check.job_ids == ["push-event-7", "push-event-8"]
         job = check.fetch_job("push-event-7")
         assert job is not None and job.func_name == PROCESS_PUSH_EVENT and job.args == (7,)
+        # A hung job is ended after half a minute, not RQ's three (issue #14, finding 9).
+        assert job.timeout == JOB_TIMEOUT_SECONDS == 30
         # A job that ran (or failed) is no longer waiting; the event, if still confirmed, is
         # enqueued again: that is how a failed job is retried by the worker's scan.
         job.set_status("failed")
         check.remove(job)
         assert queue.enqueue_push_events([7])
         assert check.job_ids == ["push-event-8", "push-event-7"]
+        assert queue.enqueue_push_events([9], fresh=True)  # a push's own, in one round trip
+        fresh = check.fetch_job("push-event-9")
+        assert fresh is not None and fresh.timeout == JOB_TIMEOUT_SECONDS
         check.connection.close()
     finally:
         queue.close()

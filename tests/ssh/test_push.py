@@ -117,6 +117,7 @@ def test_refused_pushes_record_nothing_and_change_no_ref(
 
     assert "refs/forge-ci/ is reserved for forge-ci" in refused("main:refs/forge-ci/x")
     assert "only branches (refs/heads/...) and tags" in refused("main:refs/notes/x")
+    assert "refs/heads/HEAD: a branch or tag cannot be named HEAD" in refused("HEAD:HEAD")
     # One bad ref refuses the whole push, atomic or not.
     alice.commit(work, "second")
     assert "refs/notes/y" in refused("main", "main:refs/notes/y")

@@ -26,6 +26,7 @@ from forge_ci.models import User
 from forge_ci.passwords import hash_password
 from forge_ci.repos import create_repository, grant
 from forge_ci.settings import Settings
+from forge_ci.signins import open_session
 from web import auth
 
 PASSWORD = "correct horse battery"
@@ -111,9 +112,12 @@ class Browser:
             assert user is not None
             with self.app.test_request_context():
                 binding = auth._binding(user)
+            token = open_session(session, user, self.app.permanent_session_lifetime)
+            session.commit()
         with self.client.session_transaction() as session:
             session.clear()
             session["uid"] = user.id
+            session["sid"] = token
             session["auth"] = binding
             session["csrf"] = f"token-of-{name}-0123456789"
         return self

@@ -121,6 +121,18 @@ def log_note(job: JobDetail, note: str) -> str:
     )
 
 
+LOST_OUTPUT = (
+    "The provider running this job stopped answering and its lease ran out, so the job was "
+    "marked lost: whatever output it had not uploaded by then is lost. What did arrive is below."
+)
+
+
+def lost_note(job: JobDetail) -> str:
+    """Said above the log of an attempt that was lost (issue #14): its output may be cut short."""
+    attempt = job.latest_attempt
+    return LOST_OUTPUT if attempt is not None and attempt.conclusion == states.LOST else ""
+
+
 def run_note(details: RunDetails) -> str:
     run = details.run
     if run.cancel_reason:
@@ -158,6 +170,7 @@ def job(owner: str, name: str, number: int, job_id: int) -> str:
         log=log,
         step=step,
         log_note=note,
+        lost_note=lost_note(selected),
         **context,
     )
 

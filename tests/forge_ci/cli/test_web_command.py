@@ -99,5 +99,5 @@ def test_web_serves_pages_until_terminated(data_dir: Path, sqlite_db_url: str, m
     output_text = log.read_text()
     assert code == 0, output_text
     if mode == "gunicorn":
-        assert "Using worker: gthread" in output_text
+        assert "Using worker: web.intake.BufferingWorker" in output_text
         assert output_text.count("Booting worker") == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 from forge_ci.coordinator import service, wakeups
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.service import Coordinator
-from forge_ci.coordinator.wakeups import WakeupListener, install_publisher
+from forge_ci.coordinator.wakeups import Publisher, WakeupListener, install_publisher
 from forge_ci.models import utcnow
 from forge_ci.protocol import ClaimRequest
 from tests.forge_ci.coordinator.world import World
@@ -150,3 +152,37 @@ def test_redis_wakes_waiting_claims_at_once(
         assert any(t >= woken[0] for t in pending["tries"])
     finally:
         listener.stop()
+
+
+def test_a_forked_child_publishes_although_a_parent_thread_held_the_lock(redis_url: str) -> None:
+    """Issue #14, finding 9: a work horse forked while the worker's lease-sweeper thread was
+    publishing inherited a held lock and hung for good (``futex_do_wait``)."""
+    publisher = Publisher(redis_url)
+    holding, release = threading.Event(), threading.Event()
+
+    def sweeper_publishing() -> None:  # a parent thread inside publish() at the fork
+        with publisher._lock:
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=sweeper_publishing, daemon=True)
+    thread.start()
+    assert holding.wait(5)
+    pid = os.fork()
+    if pid == 0:  # the work horse
+        signal.alarm(10)  # a hang ends the child (and fails the test), never the suite
+        os._exit(0 if publisher.publish() else 3)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        release.set()
+        thread.join(5)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    # And the parent's publisher still works with its own lock.
+    assert publisher.publish()
