@@ -103,6 +103,11 @@ class Settings:
         return self.data_dir / "ssh_host_ed25519_key"
 
     @property
+    def sealing_key_path(self) -> Path:
+        """The key file that seals repository secrets (outside the database; back it up apart)."""
+        return self.data_dir / "secrets.key"
+
+    @property
     def locks_dir(self) -> Path:
         return self.data_dir / "locks"
 
