@@ -61,6 +61,7 @@ from forge_ci.models import (
 )
 from forge_ci.protocol import API_PREFIX, Assignment, AssignmentStep, ClaimRequest
 from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
+from forge_ci.secrets.policy import variables_for
 
 CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
@@ -165,6 +166,8 @@ def build_assignment(
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,
+            # Current values (like secrets): a rerun sees the variables as they are now.
+            "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
         },
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
         lease_deadline_ms=to_ms(attempt.lease_expires_at),

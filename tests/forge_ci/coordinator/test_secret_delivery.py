@@ -18,7 +18,7 @@ from forge_ci.models import AttemptSecret, LogRecord
 from forge_ci.repos import grant, revoke
 from forge_ci.runs.cancel import cancel_run
 from forge_ci.secrets.rules import SECRET
-from forge_ci.secrets.store import delete_entry, set_secret
+from forge_ci.secrets.store import delete_entry, set_secret, set_variable
 from tests.forge_ci.coordinator.world import OPERATOR, Claimed, World, plan_job, step
 from tests.forge_ci.secrets.conftest import commit_branches
 
@@ -211,3 +211,33 @@ def test_other_events_branches_and_workflows_are_refused_at_claim(
     job = world.jobs_of(run_id)[0]
     assert (job.state, job.conclusion) == ("completed", "failure")
     assert reason in (job.status_reason or "")
+
+
+def test_the_vars_context_holds_the_run_s_variables(ready: World) -> None:
+    world = ready
+    with world.session() as session:
+        for name, branch, workflow in (
+            ("REGION", None, None),
+            ("CHANNEL", "main", CI),
+            ("ELSEWHERE", "dev", CI),
+        ):
+            set_variable(
+                session,
+                world.settings,
+                OPERATOR,
+                "alice/app",
+                name,
+                branch=branch,
+                workflow_path=workflow,
+                value=name.lower(),
+                version="0",
+            )
+        session.commit()
+    world.queue_run(plan_job("build"), workflow_path=CI)
+    claimed = world.claim()
+    assert claimed is not None
+    assert claimed.assignment.contexts["vars"] == {"CHANNEL": "channel", "REGION": "region"}
+    world.queue_run(plan_job("build"), workflow_path=CI, ref="refs/heads/dev")
+    other = world.claim()
+    assert other is not None
+    assert other.assignment.contexts["vars"] == {"ELSEWHERE": "elsewhere", "REGION": "region"}
