@@ -13,6 +13,8 @@ their attempt credentials, not under this key, and are not touched.
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -60,6 +62,17 @@ def rotate_key(session: Session, settings: Settings, actor: Actor) -> Rotation:
                 at=now,
             )
         )
+    _hold_for_tests(settings, "pause-before-reseal-commit")
     session.commit()
     write_key_file(path, Keyring(keyring.keys[:1]))
     return Rotation(len(rows), keyring.current_id)
+
+
+def _hold_for_tests(settings: Settings, name: str) -> None:
+    """A crash test's pause point: wait while ``<run dir>/fault-NAME`` exists (testing only)."""
+    if settings.test_fault(name) is None:
+        return
+    marker = settings.run_dir / f"fault-{name}"
+    marker.write_text(str(os.getpid()))
+    while marker.exists():
+        time.sleep(0.01)

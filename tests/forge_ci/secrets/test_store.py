@@ -354,3 +354,82 @@ def test_a_rotation_interrupted_before_its_commit_loses_nothing(
         rotate_key(session, settings, OPERATOR)  # running it again finishes the job
     assert len(Keyring.load(settings.sealing_key_path).keys) == 1
     assert current(database, settings, "A") == "value of a"
+
+
+def test_a_rotation_killed_before_its_commit_loses_nothing(
+    database: Database, settings: Settings, people: People
+) -> None:
+    """kill -9 of ``forge-ci secret rotate-key`` at the worst moment: every value re-sealed in
+    the open transaction, the key file holding the new key in front of the old one."""
+    import signal
+    import sys
+    import time
+
+    put(database, settings, people.alice, "A", "value of a")
+    put(database, settings, people.alice, "B", "value of b")
+    env = {
+        **os.environ,
+        "FORGE_CI_DATA_DIR": str(settings.data_dir),
+        "FORGE_CI_DATABASE_URL": settings.database_url,
+        "FORGE_CI_TESTING": "1",
+        "FORGE_CI_TEST_FAULTS": "pause-before-reseal-commit",
+    }
+    marker = settings.run_dir / "fault-pause-before-reseal-commit"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "forge_ci", "secret", "rotate-key"],
+        env=env,
+        cwd=Path(__file__).resolve().parents[3],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert child.poll() is None, "the rotation ended before its pause"
+            assert time.monotonic() < deadline, "the rotation never reached its pause"
+            time.sleep(0.02)
+        assert len(Keyring.load(settings.sealing_key_path).keys) == 2
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        marker.unlink(missing_ok=True)
+    assert current(database, settings, "A") == "value of a"
+    assert current(database, settings, "B") == "value of b"
+    with database.session() as session:
+        rotation = rotate_key(session, settings, OPERATOR)
+    assert rotation.resealed == 2
+    assert len(Keyring.load(settings.sealing_key_path).keys) == 1
+    assert current(database, settings, "A") == "value of a"
+
+
+def test_concurrent_changes_of_one_version_let_exactly_one_win(
+    database: Database, settings: Settings, people: People
+) -> None:
+    """Eight writers update the same secret from the same listed version at once."""
+    import threading
+
+    put(database, settings, people.alice, "RACE", "start")
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def writer(number: int) -> None:
+        barrier.wait()
+        try:
+            put(database, settings, people.alice, "RACE", f"writer {number}", "1")
+            results.append(f"won {number}")
+        except Conflict:
+            results.append("conflict")
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    winners = [r for r in results if r.startswith("won")]
+    assert len(results) == 8 and len(winners) == 1, results
+    assert current(database, settings, "RACE") == f"writer {winners[0].split()[1]}"
+    with database.session() as session:
+        (entry,) = list_entries(session, people.alice, SECRET, REPOSITORY)
+    assert entry.version == 2
