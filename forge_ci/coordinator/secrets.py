@@ -30,8 +30,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forge_ci import states
-from forge_ci.coordinator.attempts import cancel_attempt, requester_refusal, require_execution
-from forge_ci.coordinator.errors import CancelRequested, StepConflict, UnknownStep
+from forge_ci.coordinator.attempts import running_job
+from forge_ci.coordinator.errors import StepConflict, UnknownStep
 from forge_ci.errors import ForgeCIError, PermissionDenied
 from forge_ci.masking import open_text, seal_text
 from forge_ci.models import Attempt, AttemptSecret, AttemptStep, Job, Provider, ProviderGrant, Run
@@ -183,19 +183,10 @@ def deliver(
     A string instead means the requester lost permission and the attempt was just cancelled
     (the caller commits that and refuses the request).
     """
-    require_execution(attempt, request.execution_id)
-    if attempt.cancel_requested_at is not None:
-        raise CancelRequested(
-            f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "
-            "of asking for secrets"
-        )
-    job = session.get(Job, attempt.job_id)
-    assert job is not None
+    job = running_job(session, attempt, request.execution_id, now, "asking for secrets")
+    if isinstance(job, str):
+        return job
     run = job.run
-    refusal = requester_refusal(session, run)
-    if refusal is not None:
-        cancel_attempt(session, attempt, refusal, now)
-        return refusal
     provider_refusal = _provider_refusal(session, attempt)
     if provider_refusal is not None:
         raise ProviderNotPermitted(provider_refusal)
