@@ -17,6 +17,7 @@ from forge_ci.errors import ForgeCIError
 from forge_ci.models import AttemptSecret, LogRecord
 from forge_ci.repos import grant, revoke
 from forge_ci.runs.cancel import cancel_run
+from forge_ci.secrets.rotation import rotate_key
 from forge_ci.secrets.rules import SECRET
 from forge_ci.secrets.store import delete_entry, set_secret, set_variable
 from tests.forge_ci.coordinator.world import OPERATOR, Claimed, World, plan_job, step
@@ -128,12 +129,30 @@ def test_deletion_and_scope_changes_stop_later_deliveries(ready: World) -> None:
     assert error.http_status == 403 and "does not exist" in error.message
 
 
-def test_an_expired_lease_gets_nothing(ready: World) -> None:
+def test_an_expired_lease_gets_nothing_and_forgets_what_it_got(ready: World) -> None:
     world = ready
     claimed = running(world, deploy_job("a"))
+    world.secrets(claimed, "a")
+    assert world.count(AttemptSecret) == 1
     world.clock.advance(world.settings.lease_seconds + 1)
     error = refusal(world, claimed, "a")
     assert (error.code, error.http_status) == ("attempt_ended", 409)
+    assert world.attempt(claimed.id).conclusion == "lost"
+    assert world.count(AttemptSecret) == 0
+
+
+def test_issued_values_stay_masked_through_key_rotation(ready: World) -> None:
+    world = ready
+    claimed = running(world, deploy_job("a"))
+    assert world.secrets(claimed, "a") == {"TOKEN": VALUE}
+    with world.session() as session:
+        rotate_key(session, world.settings, OPERATOR)
+    # Rotation re-seals the store; what the attempt was given is its own, and still masked.
+    assert world.secrets(claimed, "a") == {"TOKEN": VALUE}
+    world.log(claimed, 1, f"token={VALUE}\n", step_id="a")
+    with world.session() as session:
+        text = "".join(session.scalars(select(LogRecord.text)))
+    assert VALUE not in text and text == "token=***\n"
 
 
 def test_a_cancelled_run_gets_nothing(ready: World) -> None:

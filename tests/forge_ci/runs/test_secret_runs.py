@@ -88,3 +88,21 @@ def test_a_dispatch_is_refused_with_400_naming_the_secret(forge: Forge) -> None:
     run = forge.dispatch(path=WF + "uses.yml")
     assert run.plan["jobs"][0]["steps"][0]["env"]["TOKEN"] == {"secret": "DEPLOY_TOKEN"}
     assert VALUE not in str(run.plan) and VALUE not in str(run.context)  # names only
+
+
+def test_a_rerun_uses_the_current_secrets(forge: Forge) -> None:
+    from forge_ci.runs.cancel import cancel_run
+    from forge_ci.runs.rerun import rerun_run
+    from forge_ci.secrets.rules import SECRET
+    from forge_ci.secrets.store import delete_entry
+
+    forge.commit({WF + "uses.yml": USES})
+    _store(forge)
+    run = forge.dispatch(path=WF + "uses.yml")
+    forge.session.commit()
+    cancel_run(forge.session, forge.alice, "alice/demo", run.number)
+    forge.session.commit()
+    delete_entry(forge.session, forge.alice, SECRET, "alice/demo", "DEPLOY_TOKEN", "1")
+    forge.session.commit()
+    with pytest.raises(SecretRefused, match="secret DEPLOY_TOKEN does not exist"):
+        rerun_run(forge.session, forge.settings, forge.alice, "alice/demo", run.number)
