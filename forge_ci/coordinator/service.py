@@ -225,8 +225,10 @@ class Coordinator:
             delivered = secrets.deliver(session, self.secret_source, attempt, token, request, now)
             if not isinstance(delivered, str):
                 # The mask stored when the server ends a stream without the credential must
-                # be one that no issued value contains.
-                attempt.log_mask = logs.attempt_masker(session, attempt, token).mask
+                # be one that no issued value contains. Cached by the values themselves, not
+                # under the attempt's key: this transaction may still fail to commit.
+                values = [token, *secrets.issued_values(session, attempt, token)]
+                attempt.log_mask = logs.MASKERS.get(values).mask
             return delivered
 
         delivered, status = self._attempt_request(token, attempt_id, operation)

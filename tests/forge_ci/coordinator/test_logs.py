@@ -220,21 +220,22 @@ def test_issued_secrets_are_read_once_per_attempt_and_process(
 
     monkeypatch.setattr(log_cases.secrets, "issued_values", counted)
     world.step(claimed, "push", "running")
-    world.secrets(claimed, "push")  # builds the masker once, with the new value
+    world.secrets(claimed, "push")  # reads them to fix the attempt's mask
+    assert reads == [claimed.id]
     for number, chunk in enumerate([f"a {SECRET[:9]}", f"{SECRET[9:]} b\n", f"c {SECRET}\n"], 1):
         world.log(claimed, number, chunk, step_id="push")
-    assert reads == [claimed.id]
+    assert reads == [claimed.id] * 2  # the first chunk once, then the cached masker
     # A new process reads them again, and still masks them.
     log_cases.MASKERS._items.clear()
     world.log(claimed, 4, f"d {SECRET}\n", step_id="push")
-    assert reads == [claimed.id, claimed.id]
+    assert reads == [claimed.id] * 3
     assert joined(world, claimed.id, "push") == "a *** b\nc ***\nd ***\n"
     # The refusal side: another attempt does not get this attempt's masker.
     other = started(world, job)
     world.step(other, "push", "running")
     world.secrets(other, "push")
     world.log(other, 1, f"e {SECRET} {claimed.token}\n", step_id="push")
-    assert reads == [claimed.id, claimed.id, other.id]
+    assert reads == [claimed.id] * 3 + [other.id] * 2
     assert joined(world, other.id, "push") == f"e *** {claimed.token}\n"
 
 
