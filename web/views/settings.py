@@ -14,6 +14,7 @@ from werkzeug.wrappers import Response
 
 from forge_ci.authz import Role
 from forge_ci.errors import ForgeCIError
+from forge_ci.repos import RepositoryAccess
 from forge_ci.secrets.rules import SECRET, VARIABLE, Kind
 from forge_ci.secrets.store import Scope, delete_entry, list_entries, set_entry
 from web.access import request_repository
@@ -32,11 +33,11 @@ def _kind(section: str) -> Kind:
     return kind
 
 
-def _manageable(owner: str, name: str) -> tuple[str, object]:
+def _manageable(owner: str, name: str) -> RepositoryAccess:
     access = request_repository(owner, name)
     if access.role < Role.ADMIN:
         abort(404)  # settings do not exist for readers and writers
-    return access.repository.full_name, access
+    return access
 
 
 def _page(
@@ -49,12 +50,12 @@ def _page(
     status: int = 200,
 ) -> tuple[str, int]:
     kind = _kind(section)
-    full_name, access = _manageable(owner, name)
-    entries = list_entries(db(), current_actor(), kind, full_name)
+    access = _manageable(owner, name)
+    entries = list_entries(db(), current_actor(), kind, access.repository.full_name)
     page = render_template(
         "settings.html",
-        repo=access.repository,  # type: ignore[attr-defined]
-        role=access.role,  # type: ignore[attr-defined]
+        repo=access.repository,
+        role=access.role,
         section=section,
         kind=kind,
         entries=entries,
@@ -72,7 +73,7 @@ def show(owner: str, name: str, section: str) -> tuple[str, int]:
 @blueprint.route("/<owner:owner>/<repo:name>/settings/<section>", methods=["POST"])
 def save(owner: str, name: str, section: str) -> Response | tuple[str, int]:
     kind = _kind(section)
-    full_name, _ = _manageable(owner, name)
+    full_name = _manageable(owner, name).repository.full_name
     entry_name = request.form.get("name", "").strip()
     branch = request.form.get("branch", "").strip() or None
     workflow = request.form.get("workflow", "").strip() or None
@@ -111,7 +112,7 @@ def save(owner: str, name: str, section: str) -> Response | tuple[str, int]:
 @blueprint.route("/<owner:owner>/<repo:name>/settings/<section>/delete", methods=["POST"])
 def delete(owner: str, name: str, section: str) -> Response | tuple[str, int]:
     kind = _kind(section)
-    full_name, _ = _manageable(owner, name)
+    full_name = _manageable(owner, name).repository.full_name
     entry_name = request.form.get("name", "").strip()
     version = request.form.get("version", "").strip()
     try:
