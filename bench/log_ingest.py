@@ -24,7 +24,13 @@ from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.service import Coordinator
 from forge_ci.db import Database
 from forge_ci.masking import EMPTY, Masker, patterns_for
-from forge_ci.protocol import ClaimRequest, LogRequest, StartRequest
+from forge_ci.protocol import (
+    ClaimRequest,
+    LogRequest,
+    SecretsRequest,
+    StartRequest,
+    StepRequest,
+)
 from forge_ci_testing.seeding import bench_settings, plan_job, seed
 
 SECRETS = 64
@@ -33,14 +39,16 @@ PASSES = 3
 
 
 class FixedSecrets:
+    """Given values, always allowed (this measures masking; bench/secret_delivery.py the store)."""
+
     def __init__(self, values: dict[str, str]) -> None:
         self.values = values
 
-    def values_for(self, session: Any, run: Any, job: Any, wanted: Any) -> Any:
-        return {
-            step_id: {env: self.values[name] for env, name in env_map.items()}
-            for step_id, env_map in wanted.items()
-        }
+    def refusal(self, session: Any, run: Any, name: str) -> str | None:
+        return None
+
+    def value(self, session: Any, run: Any, name: str) -> str | None:
+        return self.values.get(name)
 
 
 def output(megabytes: float, seed_value: int) -> str:
@@ -75,6 +83,11 @@ def service_rate(values: dict[str, str], text: str, chunk: int) -> float:
             assert assignment is not None
             execution = uuid.uuid4().hex
             coordinator.start(attempt_token, assignment.attempt_id, StartRequest(execution))
+            step = StepRequest(execution, "build", "running", "", -1, False)
+            coordinator.step(attempt_token, assignment.attempt_id, step)
+            coordinator.secrets(
+                attempt_token, assignment.attempt_id, SecretsRequest(execution, "build")
+            )
             pieces = chunks(text, chunk)
             number = 0
             best = float("inf")

@@ -120,7 +120,7 @@ def run_row(
     return {
         "repository_id": repository_id,
         "number": number,
-        "workflow_path": ".forge-ci/workflows/ci.yml",
+        "workflow_path": ".github/workflows/ci.yml",
         "workflow_name": "ci",
         "event_name": "workflow_dispatch",
         "ref": "refs/heads/main",

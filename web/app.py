@@ -29,6 +29,7 @@ from forge_ci.settings import Settings
 from web import auth, csrf, errors, present, routing, storage
 from web.runner_api import register_runner_api
 from web.views import admin, health, live, pipelines, providers, repositories, runs
+from web.views import settings as settings_pages
 
 SESSION_LIFETIME = timedelta(days=14)
 
@@ -109,6 +110,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
     app.register_blueprint(pipelines.blueprint)
     app.register_blueprint(runs.blueprint)
     app.register_blueprint(live.blueprint)
+    app.register_blueprint(settings_pages.blueprint)
     register_runner_api(app)
     app.after_request(_security_headers)
     return app

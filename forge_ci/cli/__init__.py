@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "repo": ("repos", "repo", "Manage repositories."),
     "run": ("runs", "run", "List, show, dispatch, cancel and rerun workflow runs."),
+    "secret": ("repo_secrets", "secret", "Manage repository secrets (sealed; never shown)."),
     "ssh": (
         "services",
         "ssh_command",
@@ -47,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "up": ("up", "up", "Start web, ssh, worker, a private Redis and (with Docker) a provider."),
     "user": ("accounts", "user", "Manage users."),
+    "var": (
+        "repo_secrets",
+        "var",
+        "Manage repository variables (the vars context; not secret).",
+    ),
     "web": ("web", "web", "Serve the web UI and the runner API on FORGE_CI_WEB_LISTEN."),
     "worker": (
         "services",

@@ -35,6 +35,11 @@ def ensure_layout(settings: Settings) -> list[str]:
     if not settings.secret_key_file.exists():
         _write_private(settings.secret_key_file, secrets.token_hex(32).encode())
         created.append(str(settings.secret_key_file))
+    if not settings.sealing_key_path.exists():
+        from forge_ci.secrets.sealing import new_key_file
+
+        _write_private(settings.sealing_key_path, new_key_file())
+        created.append(str(settings.sealing_key_path))
     if not settings.host_key_path.exists():
         key = ed25519.Ed25519PrivateKey.generate()
         _write_private(

@@ -27,6 +27,7 @@ from forge_ci.coordinator.credentials import hashes_match, keyed_digest, token_h
 from forge_ci.coordinator.errors import (
     AttemptEnded,
     BadCredential,
+    CancelRequested,
     CompletionConflict,
     ExecutionMismatch,
     LogSequenceMismatch,
@@ -206,6 +207,31 @@ def require_execution(attempt: Attempt, execution_id: str) -> None:
         raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
     if execution_id != attempt.execution_id:
         raise ExecutionMismatch(f"attempt {attempt.id} is bound to another runner instance")
+
+
+def running_job(
+    session: Session, attempt: Attempt, execution_id: str, now: datetime, purpose: str
+) -> Job | str:
+    """The job of a running attempt bound to ``execution_id``, for a request that reads
+    something of it (``purpose``: "fetching the source"), with the run's requester rechecked.
+
+    Cancellation requested: CancelRequested. A string instead of the job means the requester
+    may no longer run code and the attempt was just cancelled (the caller commits that and
+    refuses the request).
+    """
+    require_execution(attempt, execution_id)
+    if attempt.cancel_requested_at is not None:
+        raise CancelRequested(
+            f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "
+            f"of {purpose}"
+        )
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    refusal = requester_refusal(session, job.run)
+    if refusal is not None:
+        cancel_attempt(session, attempt, refusal, now)
+        return refusal
+    return job
 
 
 def start(

@@ -61,6 +61,7 @@ from forge_ci.models import (
 )
 from forge_ci.protocol import API_PREFIX, Assignment, AssignmentStep, ClaimRequest
 from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
+from forge_ci.secrets.policy import variables_for
 
 CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
@@ -137,9 +138,11 @@ def build_assignment(
     job: Job,
     run: Run,
     now: datetime,
-    issued: secrets.StepSecrets,
 ) -> Assignment:
-    """The assignment for ``attempt``, from the run's immutable snapshot (never stored)."""
+    """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
+
+    It names secrets but holds no value: the runner asks for a started step's values.
+    """
     plan_job = job.definition()
     needs: dict[str, Any] = {}
     if job.needs:
@@ -163,8 +166,9 @@ def build_assignment(
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,
+            # Current values (like secrets): a rerun sees the variables as they are now.
+            "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
         },
-        secrets=issued,
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
         lease_deadline_ms=to_ms(attempt.lease_expires_at),
         job_deadline_ms=to_ms(attempt.job_deadline_at),
@@ -189,8 +193,7 @@ def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: date
         )
     job = session.get(Job, attempt.job_id)
     assert job is not None
-    issued = secrets.issued(session, attempt, request.attempt_token)
-    return build_assignment(session, attempt, job, job.run, now, issued)
+    return build_assignment(session, attempt, job, job.run, now)
 
 
 def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
@@ -291,7 +294,6 @@ def _allocate(
     job: Job,
     request: ClaimRequest,
     digest: str,
-    issued: secrets.StepSecrets,
     now: datetime,
     lease: timedelta,
 ) -> Assignment:
@@ -300,7 +302,6 @@ def _allocate(
     number = (
         session.scalar(select(func.max(Attempt.number)).where(Attempt.job_id == job.id)) or 0
     ) + 1
-    values = [value for env in issued.values() for value in env.values()]
     attempt = Attempt(
         job_id=job.id,
         number=number,
@@ -312,7 +313,7 @@ def _allocate(
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
         lease_expires_at=now + lease,
-        log_mask=MASKERS.get([request.attempt_token, *values]).mask,
+        log_mask=MASKERS.get([request.attempt_token]).mask,
     )
     refresh_next_check(attempt)
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
@@ -329,8 +330,7 @@ def _allocate(
         )
     session.add(attempt)
     session.flush()
-    secrets.remember(session, attempt, request.attempt_token, issued)
-    return build_assignment(session, attempt, job, run, now, issued)
+    return build_assignment(session, attempt, job, run, now)
 
 
 def _claim_in_repository(
@@ -366,13 +366,11 @@ def _claim_in_repository(
         if refusal is not None:
             request_job_cancel(session, job, refusal, now)
             continue
-        wanted = secrets.references(job.definition())
-        try:
-            issued = source.values_for(session, run, job, wanted) if wanted else {}
-        except secrets.SecretUnavailable as exc:
-            complete_job(session, job, states.FAILURE, {}, reason=exc.message, now=now)
+        secret_refusal = secrets.claim_refusal(session, source, run, job)
+        if secret_refusal is not None:
+            complete_job(session, job, states.FAILURE, {}, reason=secret_refusal, now=now)
             continue
-        return _allocate(session, provider, job, request, digest, issued, now, lease)
+        return _allocate(session, provider, job, request, digest, now, lease)
     return None
 
 
@@ -523,7 +521,7 @@ def claim(
     attempt. PostgreSQL: when every candidate repository was busy, the next round waits for
     one of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
     """
-    source = source or secrets.NoSecretStore()
+    source = source or secrets.NO_SECRETS
     with sessions(read_only=True) as session:
         sqlite = is_sqlite(session)
         # SQLite has one writer at a time: answer empty polls without asking for the lock.

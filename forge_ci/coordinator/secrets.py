@@ -1,26 +1,43 @@
-"""The secret channel of assignments: which values an attempt receives, and remembering them.
+"""Secrets of attempts: checked at claim, delivered just in time to one running step, remembered.
 
-Plans name secrets only (env values ``{"secret": NAME}``). At claim a :class:`SecretSource`
-resolves the names a job references into values for each step; the assignment carries them in
-its ``secrets`` object (step id -> env name -> value) and nowhere else. This server version has
-no secret store, so the default source, :class:`NoSecretStore`, delivers nothing: a job that
-references a secret fails at claim with a clear reason instead of running with an empty value.
+Plans and assignments name secrets only (env values ``{"secret": NAME}``). At claim the
+source's policy is checked for every name the job references: a job that may not receive one
+fails instead of running without it. After the runner has started a step it asks for that
+step's values (``POST attempts/<id>/secrets``); every delivery rechecks, in the attempt's
+locked transaction::
 
-Issued values are kept for the attempt's lifetime so that its logs can be masked, sealed under
-a key derived from the attempt credential (which the server does not store): only requests
-that present the credential can read them. They are deleted when the attempt ends.
+    live lease, running, bound to this execution   (else 409 attempt_ended / execution_mismatch)
+      ─► no cancellation requested                 (409 cancel_requested)
+      ─► requester may still run workflows         (else the attempt is cancelled; 403)
+      ─► provider active and granted the repository (403 provider_not_permitted)
+      ─► the step is running                        (409 step_not_running; unknown: 400)
+      ─► every secret of the step allowed now       (403 secret_unavailable)
+      ─► at most 256 KiB of values per attempt      (413 secret_limit)
+
+Delivery is idempotent per attempt, step and env name: a value issued once is returned again
+(a running step keeps the value it first got), while later steps get current values. Issued
+values are kept sealed under a key derived from the attempt credential (never stored), for
+masking the attempt's logs, and deleted when the attempt ends.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from forge_ci.errors import ForgeCIError
+from forge_ci import states
+from forge_ci.coordinator.attempts import running_job
+from forge_ci.coordinator.errors import StepConflict, UnknownStep
+from forge_ci.errors import ForgeCIError, PermissionDenied
 from forge_ci.masking import open_text, seal_text
-from forge_ci.models import Attempt, AttemptSecret, Job, Run
+from forge_ci.models import Attempt, AttemptSecret, AttemptStep, Job, Provider, ProviderGrant, Run
+from forge_ci.protocol import MAX_ATTEMPT_SECRET_BYTES, SecretsRequest
+from forge_ci.secrets.policy import open_secret, secret_refusal
+from forge_ci.secrets.sealing import Keyring
 
 #: step id -> env name -> value
 StepSecrets = dict[str, dict[str, str]]
@@ -31,6 +48,19 @@ class SecretUnavailable(ForgeCIError):
 
     code = "secret_unavailable"
     http_status = 403
+
+
+class SecretLimitReached(ForgeCIError):
+    code = "secret_limit"
+    http_status = 413
+
+
+class ProviderNotPermitted(PermissionDenied):
+    code = "provider_not_permitted"
+
+
+class StepNotRunning(StepConflict):
+    code = "step_not_running"
 
 
 def references(plan_job: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -44,44 +74,53 @@ def references(plan_job: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 
 class SecretSource(Protocol):
-    """Resolves a job's secret references into values, rechecking its policy; may refuse."""
+    """Where values come from and whether a run may have them now (the store; tests may fake)."""
 
-    def values_for(
-        self, session: Session, run: Run, job: Job, wanted: dict[str, dict[str, str]]
-    ) -> StepSecrets: ...
+    def refusal(self, session: Session, run: Run, name: str) -> str | None: ...
+
+    def value(self, session: Session, run: Run, name: str) -> str | None: ...
 
 
-class NoSecretStore:
-    """The source of a server without a secret store: nothing is delivered."""
+class StoreSecrets:
+    """The repository secret store, sealed with the key file at ``key_path``."""
 
-    def values_for(
-        self, session: Session, run: Run, job: Job, wanted: dict[str, dict[str, str]]
-    ) -> StepSecrets:
-        for step_id, env in sorted(wanted.items()):
-            for env_name, secret in sorted(env.items()):
-                raise SecretUnavailable(
-                    f"step {step_id} needs secret {secret} (env {env_name}), but this server "
-                    "has no secret store"
-                )
-        return {}
+    def __init__(self, key_path: Path) -> None:
+        self.key_path = key_path
+
+    def refusal(self, session: Session, run: Run, name: str) -> str | None:
+        return secret_refusal(
+            session, run.repository_id, run.event_name, run.ref, run.workflow_path, name
+        )
+
+    def value(self, session: Session, run: Run, name: str) -> str | None:
+        return open_secret(session, Keyring.load(self.key_path), run.repository_id, name)
+
+
+class NoSecrets:
+    """A source that has no secrets (claims called without the store: benches, tests)."""
+
+    def refusal(self, session: Session, run: Run, name: str) -> str | None:
+        return f"secret {name} cannot be given: this claim has no secret store"
+
+    def value(self, session: Session, run: Run, name: str) -> str | None:
+        return None
+
+
+NO_SECRETS = NoSecrets()
+
+
+def claim_refusal(session: Session, source: SecretSource, run: Run, job: Job) -> str | None:
+    """Why ``job`` cannot be claimed for want of a secret, or None."""
+    for step_id, env in sorted(references(job.definition()).items()):
+        for env_name, secret in sorted(env.items()):
+            refusal = source.refusal(session, run, secret)
+            if refusal is not None:
+                return f"step {step_id} (env {env_name}): {refusal}"
+    return None
 
 
 def _context(attempt_id: int, step_id: str, name: str) -> str:
     return f"secret/{attempt_id}/{step_id}/{name}"
-
-
-def remember(session: Session, attempt: Attempt, token: str, values: StepSecrets) -> None:
-    """Keep the values issued to ``attempt``, sealed under its credential."""
-    for step_id, env in values.items():
-        for name, value in env.items():
-            session.add(
-                AttemptSecret(
-                    attempt_id=attempt.id,
-                    step_id=step_id,
-                    name=name,
-                    sealed=seal_text(token, _context(attempt.id, step_id, name), value),
-                )
-            )
 
 
 def issued(session: Session, attempt: Attempt, token: str) -> StepSecrets:
@@ -101,3 +140,98 @@ def issued(session: Session, attempt: Attempt, token: str) -> StepSecrets:
 
 def issued_values(session: Session, attempt: Attempt, token: str) -> list[str]:
     return [value for env in issued(session, attempt, token).values() for value in env.values()]
+
+
+def issued_count(session: Session, attempt: Attempt) -> int:
+    """How many values the attempt was given so far (names the masker's generation)."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(AttemptSecret)
+            .where(AttemptSecret.attempt_id == attempt.id)
+        )
+        or 0
+    )
+
+
+def _provider_refusal(session: Session, attempt: Attempt) -> str | None:
+    provider = session.get(Provider, attempt.provider_id)
+    if provider is None or provider.state != "active":
+        return "the provider of this attempt is no longer active"
+    if provider.scope != "all":
+        grant = session.scalar(
+            select(ProviderGrant.provider_id).where(
+                ProviderGrant.provider_id == provider.id,
+                ProviderGrant.repository_id == attempt.repository_id,
+            )
+        )
+        if grant is None:
+            return "the provider of this attempt no longer has access to the repository"
+    return None
+
+
+def deliver(
+    session: Session,
+    source: SecretSource,
+    attempt: Attempt,
+    token: str,
+    request: SecretsRequest,
+    now: datetime,
+) -> dict[str, str] | str:
+    """The secret env values of one running step (see the module docstring for the checks).
+
+    A string instead means the requester lost permission and the attempt was just cancelled
+    (the caller commits that and refuses the request).
+    """
+    job = running_job(session, attempt, request.execution_id, now, "asking for secrets")
+    if isinstance(job, str):
+        return job
+    run = job.run
+    provider_refusal = _provider_refusal(session, attempt)
+    if provider_refusal is not None:
+        raise ProviderNotPermitted(provider_refusal)
+    step = session.scalar(
+        select(AttemptStep).where(
+            AttemptStep.attempt_id == attempt.id, AttemptStep.step_id == request.step_id
+        )
+    )
+    if step is None:
+        raise UnknownStep(f"step {request.step_id!r} is not a step of this job")
+    if step.state != states.RUNNING:
+        raise StepNotRunning(
+            f"step {request.step_id} is {step.state}; secrets are given to running steps only"
+        )
+    wanted = references(job.definition()).get(request.step_id, {})
+    already = issued(session, attempt, token)
+    mine = already.get(request.step_id, {})
+    total = sum(len(v.encode("utf-8")) for env in already.values() for v in env.values())
+    delivered: dict[str, str] = {}
+    for env_name, secret in sorted(wanted.items()):
+        refusal = source.refusal(session, run, secret)
+        if refusal is not None:
+            raise SecretUnavailable(f"step {request.step_id} (env {env_name}): {refusal}")
+        if env_name in mine:
+            delivered[env_name] = mine[env_name]
+            continue
+        value = source.value(session, run, secret)
+        if value is None:
+            raise SecretUnavailable(
+                f"step {request.step_id} (env {env_name}): secret {secret} does not exist"
+            )
+        total += len(value.encode("utf-8"))
+        if total > MAX_ATTEMPT_SECRET_BYTES:
+            raise SecretLimitReached(
+                f"step {request.step_id}: the attempt would receive more than "
+                f"{MAX_ATTEMPT_SECRET_BYTES} bytes of secret values"
+            )
+        session.add(
+            AttemptSecret(
+                attempt_id=attempt.id,
+                step_id=request.step_id,
+                name=env_name,
+                sealed=seal_text(token, _context(attempt.id, request.step_id, env_name), value),
+            )
+        )
+        delivered[env_name] = value
+    session.flush()
+    return delivered

@@ -25,7 +25,7 @@ from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
-from forge_ci.errors import ForgeCIError
+from forge_ci.errors import ForgeCIError, PermissionDenied
 from forge_ci.models import Attempt, utcnow
 from forge_ci.protocol import (
     Assignment,
@@ -34,6 +34,7 @@ from forge_ci.protocol import (
     CompleteRequest,
     HeartbeatRequest,
     LogRequest,
+    SecretsRequest,
     SourceRequest,
     StartRequest,
     StepRequest,
@@ -80,7 +81,7 @@ class Coordinator:
         self.sessions = sessions
         self.settings = settings
         self.wakeups = wakeups or WakeupListener(None)
-        self.secret_source = secret_source or secrets.NoSecretStore()
+        self.secret_source = secret_source or secrets.StoreSecrets(settings.sealing_key_path)
         self.clock = clock
         self.lease = timedelta(seconds=settings.lease_seconds)
         self.job_minute = timedelta(seconds=settings.job_minute_seconds)
@@ -214,6 +215,26 @@ class Coordinator:
             return sources.build_archive(target), status
         except SourceRefused as error:
             raise AttemptRefused(error, status) from None
+
+    def secrets(
+        self, token: str, attempt_id: int, request: SecretsRequest
+    ) -> tuple[dict[str, str], AttemptStatus]:
+        """One running step's secret env values (see :mod:`forge_ci.coordinator.secrets`)."""
+
+        def operation(session: Session, attempt: Attempt, now: datetime) -> dict[str, str] | str:
+            delivered = secrets.deliver(session, self.secret_source, attempt, token, request, now)
+            if not isinstance(delivered, str):
+                # The mask stored when the server ends a stream without the credential must
+                # be one that no issued value contains. Cached by the values themselves, not
+                # under the attempt's key: this transaction may still fail to commit.
+                values = [token, *secrets.issued_values(session, attempt, token)]
+                attempt.log_mask = logs.MASKERS.get(values).mask
+            return delivered
+
+        delivered, status = self._attempt_request(token, attempt_id, operation)
+        if isinstance(delivered, str):
+            raise AttemptRefused(PermissionDenied(f"cancelled: {delivered}"), status)
+        return delivered, status
 
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:

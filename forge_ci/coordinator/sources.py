@@ -34,11 +34,11 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator.attempts import cancel_attempt, requester_refusal, require_execution
+from forge_ci.coordinator.attempts import running_job
 from forge_ci.coordinator.claims import reads_contents
-from forge_ci.coordinator.errors import CancelRequested, SourceNotPermitted, SourceRefused
+from forge_ci.coordinator.errors import SourceNotPermitted, SourceRefused
 from forge_ci.gitstore import repository_path
-from forge_ci.models import Attempt, Job, Repository
+from forge_ci.models import Attempt, Repository
 from forge_ci.protocol import SourceRequest
 from forge_ci.runs.pins import pinned_commit
 
@@ -84,19 +84,10 @@ def locate_source(
     attempt was just cancelled (the caller commits that and refuses the request); other
     refusals raise.
     """
-    require_execution(attempt, request.execution_id)
-    if attempt.cancel_requested_at is not None:
-        raise CancelRequested(
-            f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "
-            "of fetching the source"
-        )
-    job = session.get(Job, attempt.job_id)
-    assert job is not None
+    job = running_job(session, attempt, request.execution_id, now, "fetching the source")
+    if isinstance(job, str):
+        return job
     run = job.run
-    refusal = requester_refusal(session, run)
-    if refusal is not None:
-        cancel_attempt(session, attempt, refusal, now)
-        return refusal
     if not reads_contents(job.definition()):
         raise SourceNotPermitted(
             f"job {job.key} has permissions contents: none, so it gets no source"

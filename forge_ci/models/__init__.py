@@ -9,6 +9,7 @@ from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
+from forge_ci.models.secrets import RepositorySecret, RepositoryVariable, SettingsAudit
 from forge_ci.models.signins import LoginThrottle, WebSession
 
 __all__ = [
@@ -30,8 +31,11 @@ __all__ = [
     "PushEventState",
     "PushEventWorkflow",
     "Repository",
+    "RepositorySecret",
+    "RepositoryVariable",
     "Run",
     "RunSequence",
+    "SettingsAudit",
     "SshKey",
     "User",
     "WebSession",

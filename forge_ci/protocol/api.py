@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from forge_ci.protocol.fields import (
+    ENV_NAME_RE,
     HEX32,
     OUTPUT_NAME_RE,
     PROTOCOL_VERSION,
@@ -41,6 +42,8 @@ BODY_READ_DEADLINE_SECONDS: Final = 10.0
 MAX_WAIT_SECONDS: Final = 3600.0
 MAX_OUTPUTS: Final = 64
 MAX_OUTPUT_NAME: Final = 100
+#: Secret values one attempt may receive in total (UTF-8 bytes).
+MAX_ATTEMPT_SECRET_BYTES: Final = 256 * 1024
 
 # The wire's states and conclusions: subsets of forge_ci.states (tests/forge_ci/test_protocol.py
 # ties them together), spelled out here because the runner cannot import the server's modules.
@@ -90,6 +93,14 @@ class SourceRequest:
     """``POST attempts/<id>/source.tar``: the pinned commit as a ``tar`` (running attempts only)."""
 
     execution_id: str
+
+
+@dataclass(frozen=True)
+class SecretsRequest:
+    """``POST attempts/<id>/secrets``: the secret env values of one running step."""
+
+    execution_id: str
+    step_id: str
 
 
 @dataclass(frozen=True)
@@ -189,6 +200,10 @@ _REQUESTS: dict[str, tuple[type[Any], Fields]] = {
     "start": (StartRequest, {"execution_id": (True, _execution_id)}),
     "heartbeat": (HeartbeatRequest, {"execution_id": (True, _execution_id_or_empty)}),
     "source": (SourceRequest, {"execution_id": (True, _execution_id)}),
+    "secrets": (
+        SecretsRequest,
+        {"execution_id": (True, _execution_id), "step_id": (True, parse_step_id)},
+    ),
     "steps": (
         StepRequest,
         {
@@ -303,6 +318,41 @@ class AttemptStatus:
             "attempt status",
         )
         return cls(**parsed)
+
+
+def secrets_body(step_id: str, env: dict[str, str], status: AttemptStatus) -> dict[str, Any]:
+    """The answer to ``POST attempts/<id>/secrets``: one step's env values and the status."""
+    return {
+        "version": PROTOCOL_VERSION,
+        "step_id": step_id,
+        "env": env,
+        "attempt": status.to_json(),
+    }
+
+
+def parse_secrets_response(obj: object) -> tuple[str, dict[str, str], AttemptStatus]:
+    """The runner's side of :func:`secrets_body` (step id, env name -> value, status)."""
+    parsed = parse_object(
+        obj,
+        {
+            "step_id": (True, parse_step_id),
+            "env": (True, _secret_env),
+            "attempt": (True, lambda v, n: AttemptStatus.from_json(v)),
+        },
+        "secrets answer",
+    )
+    return parsed["step_id"], parsed["env"], parsed["attempt"]
+
+
+def _secret_env(value: object, name: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise invalid(f"{name} must be an object of strings, not {kind(value)}")
+    result: dict[str, str] = {}
+    for key, item in value.items():
+        if not ENV_NAME_RE.fullmatch(key):
+            raise invalid(f"{name}: {key[:100]!r} is not an environment variable name")
+        result[key] = utf8(string(item, f"{name}.{key}"), f"{name}.{key}")
+    return result
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

@@ -33,8 +33,8 @@ CHECKOUT: Final = "forge-ci/checkout@v1"
 # --- The assignment ------------------------------------------------------------------------------
 #
 # A value in the plan is text or a runtime template {"template": [text | {"expr": source}]};
-# an env value may also be a secret reference {"secret": NAME} whose value arrives in the
-# assignment's "secrets" channel, keyed by step id and env name.
+# an env value may also be a secret reference {"secret": NAME}: the assignment carries names
+# only; the runner asks for a started step's values (POST attempts/<id>/secrets).
 
 
 def parse_value(value: object, name: str) -> str | dict[str, Any]:
@@ -165,10 +165,9 @@ class Assignment:
     steps: tuple[AssignmentStep, ...]
     #: The job's ``outputs`` templates, evaluated by the runner at the end.
     outputs: dict[str, str | dict[str, Any]]
-    #: Expression contexts: ``github``, ``matrix``, ``strategy``, ``needs`` (``inputs`` later).
+    #: Expression contexts: ``github``, ``matrix``, ``strategy``, ``needs``, ``vars`` (the
+    #: repository variables for the run's branch and workflow; ``inputs`` later).
     contexts: dict[str, Any]
-    #: Secret values by step id and env name, for env values ``{"secret": NAME}``.
-    secrets: dict[str, dict[str, str]]
     #: Path (under the server origin) of the ``tar`` snapshot of the pinned commit; ``""`` when
     #: the job may not read the source (``permissions: {contents: none}``).
     source_archive_path: str
@@ -193,7 +192,6 @@ class Assignment:
             "steps": [step.to_json() for step in self.steps],
             "outputs": self.outputs,
             "contexts": self.contexts,
-            "secrets": self.secrets,
             "source_archive_path": self.source_archive_path,
             "lease_deadline_ms": decimal(self.lease_deadline_ms),
             "job_deadline_ms": decimal(self.job_deadline_ms),
@@ -227,7 +225,6 @@ class Assignment:
                 "steps": (True, _steps),
                 "outputs": (True, _job_outputs),
                 "contexts": (True, _contexts),
-                "secrets": (True, _secrets),
                 "source_archive_path": (True, _archive_path),
                 "lease_deadline_ms": (True, parse_decimal),
                 "job_deadline_ms": (True, parse_decimal),
@@ -266,6 +263,7 @@ def _contexts(value: object, name: str) -> dict[str, Any]:
             "matrix": (True, _json_object_or_null),
             "strategy": (True, _json_object_or_null),
             "needs": (True, _json_object),
+            "vars": (False, _json_object),
         },
         name,
         versioned=False,
@@ -281,21 +279,6 @@ def _json_object(value: object, name: str) -> dict[str, Any]:
 
 def _json_object_or_null(value: object, name: str) -> dict[str, Any] | None:
     return None if value is None else _json_object(value, name)
-
-
-def _secrets(value: object, name: str) -> dict[str, dict[str, str]]:
-    if not isinstance(value, dict):
-        raise invalid(f"{name} must be an object")
-    result: dict[str, dict[str, str]] = {}
-    for step_id, env in value.items():
-        parse_step_id(step_id, f"{name} key")
-        if not isinstance(env, dict):
-            raise invalid(f"{name}.{step_id} must be an object")
-        for env_name, secret in env.items():
-            if not ENV_NAME_RE.fullmatch(env_name) or not isinstance(secret, str):
-                raise invalid(f"{name}.{step_id} must map env names to text")
-        result[step_id] = dict(env)
-    return result
 
 
 def _archive_path(value: object, name: str) -> str:

@@ -34,6 +34,7 @@ from forge_ci.runs.pins import create_pin, delete_pin
 from forge_ci.runs.scheduling import admit_run, reuse_result
 from forge_ci.runs.sources import git_repository
 from forge_ci.runs.transactions import begin_serialized, end_transaction
+from forge_ci.secrets.policy import plan_secrets, require_secrets
 from forge_ci.settings import Settings
 
 
@@ -83,6 +84,15 @@ class RunCreation:
         # Rechecked here, after the git reads and under the lock: a demoted or deactivated
         # requester creates nothing.
         require_run_creator(session, actor, repository)
+        # A secret it may not receive fails the request, never an empty value at run time.
+        require_secrets(
+            session,
+            repository.id,
+            definition.event_name,
+            definition.ref,
+            definition.workflow_path,
+            plan_secrets(definition.plan),
+        )
         pin = create_pin(self.git, definition.sha)
         self.pins.append(pin)
         now = utcnow()

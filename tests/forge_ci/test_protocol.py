@@ -268,7 +268,6 @@ def assignment_json() -> dict[str, Any]:
         ],
         "outputs": {"ref": {"template": [{"expr": "steps.checkout.outputs.ref"}]}},
         "contexts": {"github": {"sha": "0" * 40}, "matrix": None, "strategy": None, "needs": {}},
-        "secrets": {"step_2": {"TOKEN": "s3cr3t-value"}},
         "source_archive_path": "/-/runner-api/v1/attempts/9/source.tar",
         "lease_deadline_ms": "1700000060000",
         "job_deadline_ms": "0",
@@ -293,6 +292,8 @@ def test_assignment_round_trip() -> None:
         ({"source_archive_path": "http://elsewhere/x.tar"}, "source_archive_path"),
         ({"attempt_id": "09"}, "attempt_id"),
         ({"surprise": True}, "unknown field"),
+        # Values never travel in an assignment: a server that sends them is refused.
+        ({"secrets": {"step_2": {"TOKEN": "s3cr3t-value"}}}, "unknown field"),
     ],
 )
 def test_assignment_validation_refuses(change: dict[str, Any], message: str) -> None:
@@ -337,3 +338,17 @@ def test_the_wire_speaks_the_vocabulary_of_forge_ci_states() -> None:
     assert set(protocol.REPORTED_CONCLUSIONS) == states.ALLOWED_CONCLUSIONS["attempt"] - {
         states.LOST
     }
+
+
+def test_secrets_request_and_answer() -> None:
+    body = {"version": 1, "execution_id": "a" * 32, "step_id": "step_2"}
+    request = protocol.parse_request("secrets", json.dumps(body).encode())
+    assert request == protocol.SecretsRequest("a" * 32, "step_2")
+    for bad in ({**body, "step_id": ""}, {**body, "extra": 1}, {"version": 1, "step_id": "x"}):
+        with pytest.raises(ProtocolError):
+            protocol.parse_request("secrets", json.dumps(bad).encode())
+    status = protocol.AttemptStatus(9, "running", "a" * 32, 0, 1, 2, 3, False, "", "")
+    answer = json.loads(protocol.dumps(protocol.secrets_body("step_2", {"TOKEN": "v"}, status)))
+    assert protocol.parse_secrets_response(answer) == ("step_2", {"TOKEN": "v"}, status)
+    with pytest.raises(ProtocolError):
+        protocol.parse_secrets_response({**answer, "env": {"1BAD": "v"}})

@@ -14,6 +14,7 @@ and maps refusals to statuses with a stable ``code``::
     POST attempts/<id>/logs           attempt credential    -> attempt status
     POST attempts/<id>/complete       attempt credential    -> attempt status
     POST attempts/<id>/source.tar     attempt credential    -> application/x-tar (running only)
+    POST attempts/<id>/secrets        attempt credential    -> one running step's secret env
 
 Register it with :func:`register_runner_api`. Claims long-poll: serve with threads (gunicorn
 ``gthread`` workers, ``threaded=True`` for the development server); the coordinator lets at
@@ -169,6 +170,17 @@ def source_archive(attempt_id: str) -> Response:
     response.headers["X-Forge-CI-Commit"] = archive.sha
     response.call_on_close(archive.file.close)
     return response
+
+
+@blueprint.post("/attempts/<attempt_id>/secrets")
+@_api
+def step_secrets(attempt_id: str) -> Response:
+    """One running step's secret env values, rechecked now (never cached: no-store)."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("secrets")
+    env, status = _coordinator().secrets(token, number, parsed)
+    return _json(protocol.secrets_body(parsed.step_id, env, status))
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

@@ -55,6 +55,7 @@ from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
 from worker.runner.shells import ShellError, shell_argv, write_script
+from worker.runner.step_secrets import fetch_step_secrets
 from worker.runner.steps import StepStartError, run_script
 from worker.runner.uploader import Uploader
 from worker.runner.watchdog import STOP_CONCLUSIONS, Watchdog
@@ -390,7 +391,7 @@ class JobRunner:
         """The step's rendered env and its secret values (by env name)."""
         env: dict[str, str] = {}
         values: dict[str, str] = {}
-        delivered = self.assignment.secrets.get(step.id, {})
+        delivered = self._step_secrets(step)
         for name, value in step.env.items():
             if isinstance(value, dict) and "secret" in value:
                 if name not in delivered:
@@ -404,6 +405,29 @@ class JobRunner:
             except EvaluationError as exc:
                 raise StepFailed(str(exc)) from None
         return env, values
+
+    def _step_secrets(self, step: AssignmentStep) -> dict[str, str]:
+        """The running step's secret values, asked for now (none asked when it has none)."""
+        if not any(isinstance(v, dict) and "secret" in v for v in step.env.values()):
+            return {}
+        sent_at = now()
+        try:
+            values, status = fetch_step_secrets(
+                self.client,
+                self.assignment.attempt_id,
+                self.execution_id,
+                step.id,
+                until=self.watchdog.safe_until(),
+                give_up=self._give_up,
+            )
+        except NoAnswer as exc:
+            raise StepFailed(f"the step's secrets did not arrive: {exc}") from None
+        except Refused as refused:
+            if refused.attempt is not None:
+                self.watchdog.observe(refused.attempt, sent_at)
+            raise StepFailed(f"the step's secrets were refused: {refused.message}") from None
+        self.watchdog.observe(status, sent_at)
+        return values
 
     def _script_step(
         self, number: int, step: AssignmentStep, contexts: dict[str, Any]

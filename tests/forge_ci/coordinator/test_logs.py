@@ -25,16 +25,17 @@ MULTILINE = 'line one of the key\nshort\n{"token": "nested-token-value"}'
 
 
 class FixedSecrets:
-    """A secret source that delivers given values to every step referencing them."""
+    """A secret source that allows and delivers given values (the masking properties here;
+    the real store is tested in tests/forge_ci/secrets)."""
 
     def __init__(self, values: dict[str, str]) -> None:
         self.values = values
 
-    def values_for(self, session, run, job, wanted):  # type: ignore[no-untyped-def]
-        return {
-            step_id: {env: self.values[name] for env, name in env_map.items()}
-            for step_id, env_map in wanted.items()
-        }
+    def refusal(self, session, run, name):  # type: ignore[no-untyped-def]
+        return None if name in self.values else f"secret {name} does not exist"
+
+    def value(self, session, run, name):  # type: ignore[no-untyped-def]
+        return self.values.get(name)
 
 
 def refused(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -176,10 +177,11 @@ def test_issued_secrets_reach_the_assignment_and_never_the_log(world: World) -> 
     job = plan_job("deploy", steps=("push",))
     job["steps"][0]["env"] = {"API_KEY": {"secret": "API_KEY"}, "KEY": {"secret": "KEY_FILE"}}
     claimed = started(world, job)
-    assert claimed.assignment.secrets == {"push": {"API_KEY": SECRET, "KEY": MULTILINE}}
     replayed = world.claim(request_id=claimed.request_id, attempt_token=claimed.token)
-    assert replayed is not None and replayed.assignment.secrets == claimed.assignment.secrets
+    assert replayed is not None and "secrets" not in replayed.assignment.to_json()
     assert claimed.assignment.steps[0].env["API_KEY"] == {"secret": "API_KEY"}
+    world.step(claimed, "push", "running")
+    assert world.secrets(claimed, "push") == {"API_KEY": SECRET, "KEY": MULTILINE}
     with world.session() as session:
         sealed = session.scalars(select(AttemptSecret.sealed)).all()
         assert len(sealed) == 2 and all(SECRET.encode() not in s for s in sealed)
@@ -192,7 +194,6 @@ def test_issued_secrets_reach_the_assignment_and_never_the_log(world: World) -> 
     ]
     for number, chunk in enumerate(chunks, 1):
         world.log(claimed, number, chunk, step_id="push")
-    world.step(claimed, "push", "running")
     world.step(claimed, "push", "completed", "success", 0)
     world.complete(claimed, "success", outputs={})
     text = joined(world, claimed.id, "push")
@@ -218,18 +219,23 @@ def test_issued_secrets_are_read_once_per_attempt_and_process(
         return issued_values(session, attempt, token)
 
     monkeypatch.setattr(log_cases.secrets, "issued_values", counted)
+    world.step(claimed, "push", "running")
+    world.secrets(claimed, "push")  # reads them to fix the attempt's mask
+    assert reads == [claimed.id]
     for number, chunk in enumerate([f"a {SECRET[:9]}", f"{SECRET[9:]} b\n", f"c {SECRET}\n"], 1):
         world.log(claimed, number, chunk, step_id="push")
-    assert reads == [claimed.id]
+    assert reads == [claimed.id] * 2  # the first chunk once, then the cached masker
     # A new process reads them again, and still masks them.
     log_cases.MASKERS._items.clear()
     world.log(claimed, 4, f"d {SECRET}\n", step_id="push")
-    assert reads == [claimed.id, claimed.id]
+    assert reads == [claimed.id] * 3
     assert joined(world, claimed.id, "push") == "a *** b\nc ***\nd ***\n"
     # The refusal side: another attempt does not get this attempt's masker.
     other = started(world, job)
+    world.step(other, "push", "running")
+    world.secrets(other, "push")
     world.log(other, 1, f"e {SECRET} {claimed.token}\n", step_id="push")
-    assert reads == [claimed.id, claimed.id, other.id]
+    assert reads == [claimed.id] * 3 + [other.id] * 2
     assert joined(world, other.id, "push") == f"e *** {claimed.token}\n"
 
 
@@ -351,6 +357,8 @@ def test_no_chunking_stores_a_secret(
     job = plan_job("p", steps=("s",))
     job["steps"][0]["env"] = {"S": {"secret": "S"}}
     claimed = started(world, job)
+    world.step(claimed, "s", "running")
+    assert world.secrets(claimed, "s") == {"S": secret}
     forms = [secret, json.dumps(secret)[1:-1]]
     output = "".join(p + forms[i % 2] for i, p in enumerate(pieces)) + "end"
     bounds = [0, *sorted(c for c in cuts if c < len(output)), len(output)]

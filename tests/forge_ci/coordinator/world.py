@@ -29,6 +29,7 @@ from forge_ci.protocol import (
     CompleteRequest,
     HeartbeatRequest,
     LogRequest,
+    SecretsRequest,
     StartRequest,
     StepRequest,
 )
@@ -166,6 +167,9 @@ class World:
         *jobs: dict[str, Any],
         repository: str = "alice/app",
         requester: str | None = "alice",
+        workflow_path: str = ".forge-ci/workflows/ci.yml",
+        event_name: str = "workflow_dispatch",
+        ref: str = "refs/heads/main",
     ) -> int:
         """Create a run of ``jobs`` (admitted: roots queued) and return its id."""
         jobs = jobs or (plan_job(),)
@@ -189,10 +193,10 @@ class World:
             run = Run(
                 repository_id=repo.id,
                 number=next_run_number(session, repo.id),
-                workflow_path=".forge-ci/workflows/ci.yml",
+                workflow_path=workflow_path,
                 workflow_name="ci",
-                event_name="workflow_dispatch",
-                ref="refs/heads/main",
+                event_name=event_name,
+                ref=ref,
                 sha="a" * 40,
                 pin_ref=f"refs/forge-ci/pipelines/{uuid.uuid4().hex}",
                 workflow_source="on: workflow_dispatch\n",
@@ -255,6 +259,13 @@ class World:
                 claimed.execution_id, step_id, state, conclusion, exit_code, continue_on_error
             ),
         )
+
+    def secrets(self, claimed: Claimed, step_id: str, token: str | None = None) -> dict[str, str]:
+        """The secret env values of a running step (``POST attempts/<id>/secrets``)."""
+        env, _ = self.coordinator.secrets(
+            token or claimed.token, claimed.id, SecretsRequest(claimed.execution_id, step_id)
+        )
+        return env
 
     def log(
         self, claimed: Claimed, sequence: int, text: str, step_id: str = "", stream: str = "stdout"

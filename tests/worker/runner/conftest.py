@@ -32,7 +32,6 @@ import pytest
 from flask import Flask
 from pygit2.enums import FileMode
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from forge_ci import protocol
@@ -43,9 +42,10 @@ from forge_ci.coordinator.providers import create_provider
 from forge_ci.coordinator.service import Coordinator
 from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
-from forge_ci.models import Attempt, AttemptStep, Job, LogRecord, Run, utcnow
+from forge_ci.models import Attempt, AttemptStep, Job, LogRecord, utcnow
 from forge_ci.repos import create_repository
 from forge_ci.runs.dispatch import dispatch_run
+from forge_ci.secrets.store import set_secret
 from forge_ci.settings import Settings
 from web import create_app
 from web.runner_api import register_runner_api
@@ -108,21 +108,6 @@ class Claimed:
         return int(self.assignment["attempt_id"])
 
 
-class FixedSecrets:
-    """A secret source with fixed values (this server version has no secret store yet)."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def values_for(
-        self, session: Session, run: Run, job: Job, wanted: dict[str, dict[str, str]]
-    ) -> dict[str, dict[str, str]]:
-        return {
-            step_id: {env_name: self.values[secret] for env_name, secret in env.items()}
-            for step_id, env in wanted.items()
-        }
-
-
 @dataclass
 class Forge:
     settings: Settings
@@ -179,15 +164,25 @@ class Forge:
             session.commit()
             return run.id
 
-    def use_secrets(self, values: Mapping[str, str]) -> None:
-        """Serve the runner API with a secret source that knows ``values`` (name -> value)."""
-        source = FixedSecrets(dict(values))
-        register_runner_api(
-            self.app,
-            Coordinator(
-                self.database.session, self.settings, clock=self.clock, secret_source=source
-            ),
-        )
+    def use_secrets(self, values: Mapping[str, str], *, branch: str = "main") -> None:
+        """Store ``values`` (name -> value) as repository secrets for ``branch`` and the CI
+        workflow, in the real store (sealed with the data directory's key file)."""
+        if "refs/heads/main" not in self.git().references:
+            self.commit({"README": "demo\n"})
+        with self.database.session() as session:
+            for name, value in values.items():
+                set_secret(
+                    session,
+                    self.settings,
+                    self.alice,
+                    REPOSITORY,
+                    name,
+                    branch=branch,
+                    workflow_path=CI,
+                    value=value,
+                    version="0",
+                )
+            session.commit()
 
     # -- the API --------------------------------------------------------------------------------
 
