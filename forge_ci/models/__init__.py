@@ -9,6 +9,7 @@ from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
+from forge_ci.models.schedules import ScheduledMinute
 
 __all__ = [
     "Attempt",
@@ -30,6 +31,7 @@ __all__ = [
     "Repository",
     "Run",
     "RunSequence",
+    "ScheduledMinute",
     "SshKey",
     "User",
     "utcnow",
