@@ -195,3 +195,27 @@ def test_dispatch_takes_inputs_and_refuses_bad_ones_with_exit_2(cli: Cli) -> Non
     shown = json.loads(cli.ok("run", "show", "alice/demo", "1", "--json"))
     assert shown["context"]["inputs"] == {"tag": "v1=final", "dry-run": True}
     assert shown["context"]["event"]["inputs"] == {"tag": "v1=final", "dry-run": "true"}
+
+
+def test_scheduled_workflows_switch(cli: Cli) -> None:
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("user", "add", "bob", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    cli.ok("repo", "grant", "alice/demo", "bob", "write")
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["scheduled_workflows"] is False
+    assert "bob has write access to alice/demo; scheduled runs must be requested by an owner" in (
+        cli.refused("repo", "scheduled-workflows", "alice/demo", "on", "--as", "bob")
+    )
+    assert "unknown user 'nobody'" in cli.refused(
+        "repo", "scheduled-workflows", "alice/demo", "on", "--as", "nobody"
+    )
+    out = cli.ok("repo", "scheduled-workflows", "alice/demo", "on")
+    assert "are on, requested by alice" in out and "are not replayed" in out
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["scheduled_workflows"] is True
+    assert json.loads(cli.ok("repo", "schedules", "alice/demo", "--json")) == []
+    assert "not cancelled" in cli.ok("repo", "scheduled-workflows", "alice/demo", "off")
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["scheduled_workflows"] is False
+    assert "repository alice/nope not found" in cli.refused(
+        "repo", "scheduled-workflows", "alice/nope", "on"
+    )
+    assert "repository alice/nope not found" in cli.refused("repo", "schedules", "alice/nope")
