@@ -3,6 +3,7 @@
 Modules (import the one you need; this package imports nothing on its own)::
 
     sources       git reads: branches, workflow files at a commit, changed paths
+    blob_answers  answers about workflow files kept by blob id (dispatch form, scheduler)
     pins          refs/forge-ci/pipelines/<token>: a run's source, kept alive
     numbering     gapless run numbers; the per-repository scheduling lock
     definition    the immutable snapshot (YAML, resolved plan, digest, context, group)

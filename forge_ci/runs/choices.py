@@ -10,9 +10,7 @@ not parse every workflow file on every view.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from threading import Lock
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -21,13 +19,8 @@ from sqlalchemy.orm import Session
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import ForgeCIError
 from forge_ci.repos import find_repository
-from forge_ci.runs.sources import (
-    MAX_WORKFLOW_BYTES,
-    git_repository,
-    list_workflow_files,
-    read_workflow_file,
-    resolve_branch,
-)
+from forge_ci.runs.blob_answers import BlobAnswers
+from forge_ci.runs.sources import git_repository, list_workflow_files, resolve_branch
 from forge_ci.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,36 +41,24 @@ class DispatchChoices:
     inputs: dict[str, tuple[DispatchInput, ...]] = field(default_factory=dict)
 
 
-#: blob id -> the inputs of a valid file declaring workflow_dispatch, or None (most recent last).
-_DISPATCHABLE: OrderedDict[str, tuple[DispatchInput, ...] | None] = OrderedDict()
-_DISPATCHABLE_SIZE = 1024
-_DISPATCHABLE_LOCK = Lock()
+def _declared_inputs(data: bytes, path: str) -> tuple[DispatchInput, ...] | None:
+    """The inputs of a valid file that declares workflow_dispatch; None for any other file."""
+    from forge_ci.workflow import parse_workflow
+
+    try:
+        triggers = parse_workflow(data, path).triggers
+    except ForgeCIError:
+        return None
+    return triggers.dispatch_inputs if triggers.workflow_dispatch else None
+
+
+_DISPATCHABLE: BlobAnswers[tuple[DispatchInput, ...] | None] = BlobAnswers(_declared_inputs)
 
 
 def _dispatchable(git: pygit2.Repository, sha: str, path: str) -> tuple[DispatchInput, ...] | None:
     """The inputs of ``path`` at ``sha`` if it can be dispatched, else None."""
-    from forge_ci.workflow import parse_workflow
-
-    blob = read_workflow_file(git, sha, path)
-    if blob.data is None or blob.size > MAX_WORKFLOW_BYTES:
-        return None
-    key = str(pygit2.hash(blob.data))
-    with _DISPATCHABLE_LOCK:
-        if key in _DISPATCHABLE:
-            _DISPATCHABLE.move_to_end(key)
-            return _DISPATCHABLE[key]
-    answer: tuple[DispatchInput, ...] | None = None
-    try:
-        triggers = parse_workflow(blob.data, path).triggers
-        if triggers.workflow_dispatch:
-            answer = triggers.dispatch_inputs
-    except ForgeCIError:
-        answer = None
-    with _DISPATCHABLE_LOCK:
-        _DISPATCHABLE[key] = answer
-        while len(_DISPATCHABLE) > _DISPATCHABLE_SIZE:
-            _DISPATCHABLE.popitem(last=False)
-    return answer
+    found = _DISPATCHABLE.answer(git, sha, path)
+    return found[0] if found is not None else None
 
 
 def dispatch_choices(

@@ -21,10 +21,8 @@ problems are shown on push events and by ``forge-ci workflow validate``).
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from threading import Lock
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -36,16 +34,11 @@ from forge_ci.authz import Actor, Role, role_in
 from forge_ci.errors import ForgeCIError, RepositoryBusy, Unavailable
 from forge_ci.models import Repository, ScheduledMinute
 from forge_ci.models import schedules as outcomes
+from forge_ci.runs.blob_answers import BlobAnswers
 from forge_ci.runs.create import creating_runs
 from forge_ci.runs.definition import define_run
 from forge_ci.runs.dispatch_payload import schedule_event, with_event
-from forge_ci.runs.sources import (
-    MAX_WORKFLOW_BYTES,
-    git_repository,
-    list_workflow_files,
-    read_workflow_file,
-    resolve_branch,
-)
+from forge_ci.runs.sources import git_repository, list_workflow_files, resolve_branch
 from forge_ci.runs.transactions import begin_reading
 from forge_ci.settings import Settings
 
@@ -245,46 +238,34 @@ def _recorded(session: Session, repository_id: int, path: str, minute: datetime)
     return found is not None
 
 
-#: blob id -> the parsed workflow when it is valid and has on.schedule, else None (LRU).
-_SCHEDULED: OrderedDict[str, Workflow | None] = OrderedDict()
-_SCHEDULED_SIZE = 1024
-_SCHEDULED_LOCK = Lock()
+def _scheduled_workflow(data: bytes, path: str) -> Workflow | None:
+    """The parsed workflow when it is valid and has on.schedule, else None."""
+    from forge_ci.workflow import parse_workflow
+
+    try:
+        workflow = parse_workflow(data, path)
+    except ForgeCIError:
+        return None
+    return workflow if workflow.triggers.schedule else None
+
+
+#: The scheduler looks at every workflow file each minute; most have not changed.
+_SCHEDULED: BlobAnswers[Workflow | None] = BlobAnswers(_scheduled_workflow)
 
 
 def _due(
     git: pygit2.Repository, sha: str, path: str, minute: datetime
 ) -> tuple[Workflow, bytes, str] | None:
-    """The workflow at ``path`` and its first cron entry matching ``minute``, if any.
-
-    Parsed workflows are kept by blob id: the scheduler looks at every file each minute, and a
-    file's schedule depends only on its bytes.
-    """
-    from forge_ci.workflow import parse_workflow
-
-    blob = read_workflow_file(git, sha, path)
-    if blob.data is None or blob.size > MAX_WORKFLOW_BYTES:
+    """The workflow at ``path`` and its first cron entry matching ``minute``, if any."""
+    found = _SCHEDULED.answer(git, sha, path)
+    if found is None:
         return None
-    key = str(pygit2.hash(blob.data))
-    with _SCHEDULED_LOCK:
-        known = key in _SCHEDULED
-        workflow = _SCHEDULED.get(key)
-        if known:
-            _SCHEDULED.move_to_end(key)
-    if not known:
-        try:
-            parsed: Workflow | None = parse_workflow(blob.data, path)
-        except ForgeCIError:
-            parsed = None
-        workflow = parsed if parsed is not None and parsed.triggers.schedule else None
-        with _SCHEDULED_LOCK:
-            _SCHEDULED[key] = workflow
-            while len(_SCHEDULED) > _SCHEDULED_SIZE:
-                _SCHEDULED.popitem(last=False)
+    workflow, data = found
     if workflow is None:
         return None
     for entry in workflow.triggers.schedule:
         if entry.matches(minute):
-            return workflow, blob.data, entry.text
+            return workflow, data, entry.text
     return None
 
 

@@ -11,34 +11,12 @@ from sqlalchemy import select
 from forge_ci.models import Run
 from tests.web.browser import LiveServer, sign_in
 from tests.web.scenario import CI, Pipelines
+from tests.web.test_pipelines_schedule_inputs import INPUTS
 
 pytestmark = pytest.mark.browser
 
 OTHER = ".github/workflows/other.yml"
-INPUTS = """\
-name: Release
-on:
-  workflow_dispatch:
-    inputs:
-      tag:
-        required: true
-      publish:
-        type: boolean
-        default: true
-      level:
-        type: choice
-        options: [info, debug, trace]
-        default: info
-      count:
-        type: number
-        default: 1
-jobs:
-  build:
-    runs-on: [self-hosted, linux]
-    steps:
-      - run: make
-"""
-OTHER_INPUTS = INPUTS.replace("      tag:\n        required: true\n", "      region:\n")
+OTHER_INPUTS = INPUTS.replace("      tag:\n", "      region:\n")
 
 
 def test_inputs_are_shown_checked_and_kept(page: Any, live_server: LiveServer) -> None:
@@ -54,7 +32,7 @@ def test_inputs_are_shown_checked_and_kept(page: Any, live_server: LiveServer) -
     assert checkbox.is_checked()
     select_box = fieldset.locator('select[name="input.level"]')
     assert select_box.input_value() == "info"
-    assert select_box.locator("option").all_inner_texts() == ["info", "debug", "trace"]
+    assert select_box.locator("option").all_inner_texts() == ["info", "debug"]
     # Typing the other file's path shows its inputs instead (the script follows the field).
     page.fill("#dispatch-workflow", OTHER)
     assert other.is_visible() and not fieldset.is_visible()
@@ -63,7 +41,7 @@ def test_inputs_are_shown_checked_and_kept(page: Any, live_server: LiveServer) -
 
     fieldset.locator('input[name="input.tag"]').fill("v1.2")
     checkbox.uncheck()
-    select_box.select_option("trace")
+    select_box.select_option("debug")
     fieldset.locator('input[name="input.count"]').fill("three")
     page.click("button:has-text('Run workflow')")
     assert "input 'count' is a number, not 'three'" in page.locator(".alert").inner_text()
@@ -71,7 +49,7 @@ def test_inputs_are_shown_checked_and_kept(page: Any, live_server: LiveServer) -
     fieldset = page.locator(f'fieldset.dispatch-inputs[data-workflow="{CI}"]')
     assert fieldset.locator('input[name="input.tag"]').input_value() == "v1.2"
     assert not fieldset.locator('input[name="input.publish"][type="checkbox"]').is_checked()
-    assert fieldset.locator('select[name="input.level"]').input_value() == "trace"
+    assert fieldset.locator('select[name="input.level"]').input_value() == "debug"
     count = fieldset.locator('input[name="input.count"]')
     assert count.input_value() == "three" and count.get_attribute("aria-invalid") == "true"
     with live_server.database.session(read_only=True) as session:
@@ -85,6 +63,6 @@ def test_inputs_are_shown_checked_and_kept(page: Any, live_server: LiveServer) -
         assert run.context["inputs"] == {
             "tag": "v1.2",
             "publish": False,
-            "level": "trace",
+            "level": "debug",
             "count": "3",
         }

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from wf_support import messages
+from wf_support import JOBS, Accept, Refuse, messages
 
-from forge_ci.workflow import Diagnostic, Workflow
 from forge_ci.workflow.cron import DAYS, MONTHS, CronError, parse_cron
-
-Accept = Callable[[str], Workflow]
-Refuse = Callable[[str | bytes], list[Diagnostic]]
-
-JOBS = """
-jobs:
-  build:
-    runs-on: self-hosted
-    steps:
-      - run: echo hi
-"""
 
 
 def at(text: str) -> datetime:

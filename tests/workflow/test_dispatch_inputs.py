@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
-from wf_support import messages
+from wf_support import JOBS, Accept, Refuse, messages
 
-from forge_ci.workflow import Diagnostic, Workflow, build_plan
+from forge_ci.workflow import build_plan
 from forge_ci.workflow.dispatch_inputs import (
     MAX_INPUTS,
     DispatchInput,
@@ -15,17 +13,6 @@ from forge_ci.workflow.dispatch_inputs import (
     event_inputs,
     resolve_inputs,
 )
-
-Accept = Callable[[str], Workflow]
-Refuse = Callable[[str | bytes], list[Diagnostic]]
-
-JOBS = """
-jobs:
-  build:
-    runs-on: self-hosted
-    steps:
-      - run: echo hi
-"""
 
 DECLARED = """\
 on:
