@@ -102,12 +102,14 @@ class RepositoryInfo:
     default_branch: str
     push_workflows: bool
     role: str
+    scheduled_workflows: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
             "name": self.full_name,
             "default_branch": self.default_branch,
             "push_workflows": self.push_workflows,
+            "scheduled_workflows": self.scheduled_workflows,
             "role": self.role,
         }
 
@@ -127,7 +129,11 @@ def list_repositories(session: Session, actor: Actor) -> list[RepositoryInfo]:
             continue
         result.append(
             RepositoryInfo(
-                repo.full_name, repo.default_branch, repo.push_workflows_enabled, role.label
+                repo.full_name,
+                repo.default_branch,
+                repo.push_workflows_enabled,
+                role.label,
+                repo.scheduled_workflows_enabled,
             )
         )
     return result
@@ -177,5 +183,53 @@ def set_push_workflows(session: Session, actor: Actor, full_name: str, enabled: 
     elif not enabled:
         repo.push_workflows_enabled_at = None
     repo.push_workflows_enabled = enabled
+    session.flush()
+    return repo
+
+
+def set_scheduled_workflows(
+    session: Session,
+    actor: Actor,
+    full_name: str,
+    enabled: bool,
+    *,
+    requester: str | None = None,
+) -> Repository:
+    """Switch ``on: schedule`` workflows of the default branch on or off (off by default).
+
+    Owners/admins only. Scheduled runs are requested by the person who switched them on:
+    ``actor`` itself, or for the operator (and other site administrators, who may name
+    someone) ``requester``, by default the repository's owner. That person must be an owner or
+    admin now, and is rechecked at every scheduled run. Switching on replays no minute that
+    went by; switching off cancels no run already created.
+    """
+    repo = find_repository(session, actor, full_name, Role.ADMIN)
+    if not enabled:
+        repo.scheduled_workflows_enabled = False
+        repo.scheduled_workflows_enabled_at = None
+        repo.scheduled_workflows_requester_id = None
+        session.flush()
+        return repo
+    if requester is not None and requester != actor.name and not actor.is_site_admin:
+        raise PermissionDenied(
+            "only site administrators may switch scheduled workflows on in someone else's name"
+        )
+    if requester is not None:
+        user = get_user(session, requester)
+    elif actor.user_id is not None:
+        user = get_user(session, actor.name)
+    else:
+        user = repo.owner
+    role = role_in(session, Actor.for_user(user), repo)
+    if role is None or role < Role.ADMIN:
+        access = f"{role.label} access" if role is not None else "no access"
+        raise PermissionDenied(
+            f"{user.name} has {access} to {full_name}; scheduled runs must be requested by an "
+            "owner or admin"
+        )
+    if not repo.scheduled_workflows_enabled or repo.scheduled_workflows_requester_id != user.id:
+        repo.scheduled_workflows_enabled_at = utcnow()
+    repo.scheduled_workflows_enabled = True
+    repo.scheduled_workflows_requester_id = user.id
     session.flush()
     return repo

@@ -7,6 +7,8 @@ only copy of anything.
       work   RQ jobs until idle for ``scan_interval`` s, or ``MAX_JOBS_BETWEEN_SCANS`` jobs
     beside it, in a thread: the lease sweeper (``forge_ci.coordinator.sweeper``) every 2 s,
     which ends attempts whose runner fell silent (``lost``) or ran out of time
+    and in another: the scheduler (``forge_ci.runs.scheduler``), which creates the runs of
+    ``on: schedule`` workflows once per matching UTC minute while the worker is up
 
 A push whose enqueue failed (Redis down) is picked up by the next scan; a job that failed is
 enqueued again by the scan after it (RQ keeps it as failed, not pending).
@@ -32,6 +34,7 @@ from forge_ci.locks import repository_lock
 from forge_ci.pushes.events import confirmed_event_ids, repositories_with_open_events
 from forge_ci.pushes.settling import settle_repository
 from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
+from forge_ci.runs.scheduler import Scheduler
 from forge_ci.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -91,10 +94,14 @@ def run(
 
     sweeper_database = Database(settings)
     sweeper = Sweeper(sweeper_database.session)
+    scheduler_database = Database(settings)
+    scheduler = Scheduler(scheduler_database.session, settings)
     if burst:
         sweeper.run_once()
+        scheduler.tick()
     else:
         threading.Thread(target=sweeper.run_forever, name="lease-sweeper", daemon=True).start()
+        threading.Thread(target=scheduler.run_forever, name="scheduler", daemon=True).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
@@ -135,6 +142,8 @@ def run(
                 break
     finally:
         sweeper.stop()
+        scheduler.stop()
         queue.close()
         database.dispose()
         sweeper_database.dispose()
+        scheduler_database.dispose()

@@ -39,7 +39,7 @@ def repo_list(as_json: bool) -> None:
     if as_json:
         echo_json(rows)
     else:
-        echo_table(rows, ["name", "default_branch", "push_workflows"])
+        echo_table(rows, ["name", "default_branch", "push_workflows", "scheduled_workflows"])
 
 
 @repo.command("grant")
@@ -86,3 +86,59 @@ def repo_push_workflows(full_name: str, switch: str) -> None:
         click.echo(
             f"push workflows of {full_name} are off (runs already created are not cancelled)"
         )
+
+
+@repo.command("scheduled-workflows")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.argument("switch", type=click.Choice(["on", "off"]))
+@click.option(
+    "--as",
+    "requester",
+    metavar="USER",
+    help="The owner or admin who requests the scheduled runs (default: the repository's owner).",
+)
+def repo_scheduled_workflows(full_name: str, switch: str, requester: str | None) -> None:
+    """Run the on: schedule workflows of the default branch (on), or stop it (off; the default)."""
+    from forge_ci.repos import set_scheduled_workflows
+
+    with session_scope() as session:
+        repo = set_scheduled_workflows(
+            session, Actor.operator(), full_name, switch == "on", requester=requester
+        )
+        who = repo.scheduled_workflows_requester.name if repo.scheduled_workflows_requester else ""
+    if switch == "on":
+        click.echo(
+            f"scheduled workflows of {full_name} are on, requested by {who}: each matching UTC "
+            "minute from now on starts a run of the default branch's current commit (minutes "
+            "missed while no worker runs are not replayed)"
+        )
+    else:
+        click.echo(
+            f"scheduled workflows of {full_name} are off (runs already created are not cancelled)"
+        )
+
+
+@repo.command("schedules")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.option("--limit", default=20, show_default=True, help="How many minutes, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def repo_schedules(full_name: str, limit: int, as_json: bool) -> None:
+    """List the latest scheduled minutes of OWNER/NAME and what each came to."""
+    from forge_ci.runs.scheduled import recent_scheduled_minutes
+
+    with session_scope(read_only=True) as session:
+        rows: list[dict[str, object]] = [
+            {
+                "minute": row.minute.strftime("%Y-%m-%dT%H:%MZ"),
+                "workflow_path": row.workflow_path,
+                "cron": row.cron,
+                "outcome": row.outcome,
+                "run": row.run.number if row.run is not None else None,
+                "detail": row.detail,
+            }
+            for row in recent_scheduled_minutes(session, Actor.operator(), full_name, limit)
+        ]
+    if as_json:
+        echo_json(rows)
+    else:
+        echo_table(rows, ["minute", "workflow_path", "outcome", "run", "detail"])

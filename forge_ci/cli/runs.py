@@ -98,18 +98,42 @@ def run_show(full_name: str, number: int, as_json: bool) -> None:
     metavar="PATH",
     help="The workflow file, e.g. .github/workflows/ci.yml.",
 )
-def run_dispatch(full_name: str, branch: str, workflow_path: str) -> None:
+@click.option(
+    "--input",
+    "input_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A workflow_dispatch input (repeatable); booleans take true or false.",
+)
+def run_dispatch(
+    full_name: str, branch: str, workflow_path: str, input_pairs: tuple[str, ...]
+) -> None:
     """Run a workflow that declares workflow_dispatch on BRANCH of OWNER/NAME."""
     from forge_ci.runs.dispatch import dispatch_run
 
+    inputs = _input_values(input_pairs)
     with session_scope() as session:
         created = dispatch_run(
-            session, settings(), Actor.operator(), full_name, branch, workflow_path
+            session, settings(), Actor.operator(), full_name, branch, workflow_path, inputs
         )
         click.echo(
             f"created run #{created.number} of {full_name} ({workflow_path} at "
             f"{created.sha[:12]}): {created.state}"
         )
+
+
+def _input_values(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--input NAME=VALUE`` options as a mapping; a pair without ``=`` or a repeated name
+    is refused (exit status 2) before anything is read."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise click.BadParameter(f"give NAME=VALUE, not {pair!r}", param_hint="--input")
+        if name in values:
+            raise click.BadParameter(f"the input {name!r} is given twice", param_hint="--input")
+        values[name] = value
+    return values
 
 
 @run.command("cancel")

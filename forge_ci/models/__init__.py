@@ -9,6 +9,7 @@ from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
+from forge_ci.models.schedules import ScheduledMinute
 from forge_ci.models.secrets import RepositorySecret, RepositoryVariable, SettingsAudit
 from forge_ci.models.signins import LoginThrottle, WebSession
 
@@ -35,6 +36,7 @@ __all__ = [
     "RepositoryVariable",
     "Run",
     "RunSequence",
+    "ScheduledMinute",
     "SettingsAudit",
     "SshKey",
     "User",

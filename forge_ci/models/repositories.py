@@ -25,9 +25,20 @@ class Repository(Base):
     #: When push workflows were last switched on: events recorded earlier never start runs
     #: (enabling does not replay older pushes).
     push_workflows_enabled_at: Mapped[datetime | None]
+    #: Whether ``on: schedule`` workflows of the default branch run (off by default).
+    scheduled_workflows_enabled: Mapped[bool] = mapped_column(default=False)
+    scheduled_workflows_enabled_at: Mapped[datetime | None]
+    #: Who switched them on: scheduled runs are requested by this person, whose role is
+    #: rechecked at every run (None once the user is deleted: then nothing runs).
+    scheduled_workflows_requester_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL")
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
-    owner: Mapped[User] = relationship()
+    owner: Mapped[User] = relationship(foreign_keys=[owner_id])
+    scheduled_workflows_requester: Mapped[User | None] = relationship(
+        foreign_keys=[scheduled_workflows_requester_id]
+    )
     memberships: Mapped[list[Membership]] = relationship(
         back_populates="repository", cascade="all, delete-orphan"
     )

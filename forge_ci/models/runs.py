@@ -113,7 +113,7 @@ class Run(Base):
     # --- The immutable snapshot ----------------------------------------------------------
     workflow_path: Mapped[str] = mapped_column(String(255))
     workflow_name: Mapped[str | None] = mapped_column(Text)
-    #: ``push`` or ``workflow_dispatch`` (also in ``context``).
+    #: ``push``, ``workflow_dispatch`` or ``schedule`` (also in ``context``).
     event_name: Mapped[str] = mapped_column(String(32))
     #: The branch the run was created for, as a full ref (``refs/heads/main``).
     ref: Mapped[str] = mapped_column(String(255))

@@ -3,6 +3,7 @@
 Modules (import the one you need; this package imports nothing on its own)::
 
     sources       git reads: branches, workflow files at a commit, changed paths
+    blob_answers  answers about workflow files kept by blob id (dispatch form, scheduler)
     pins          refs/forge-ci/pipelines/<token>: a run's source, kept alive
     numbering     gapless run numbers; the per-repository scheduling lock
     definition    the immutable snapshot (YAML, resolved plan, digest, context, group)
@@ -11,7 +12,10 @@ Modules (import the one you need; this package imports nothing on its own)::
     conditions    job `if` on the server: status functions, needs.<id>.result/outputs
     concurrency   workflow concurrency groups (cancel-in-progress or wait)
     scheduling    job and run transitions; entry points for the runner protocol
-    dispatch      workflow_dispatch from a local branch
+    dispatch      workflow_dispatch from a local branch, with its inputs
+    dispatch_payload  github.event / inputs of dispatch and schedule runs in the snapshot
+    scheduled     on.schedule: one run per workflow and minute (keyed in the database)
+    scheduler     the worker's per-minute clock for scheduled, with an injectable clock
     cancel        cancel_run
     rerun         rerun_run (all jobs, or --failed)
     events        push events -> runs (one outcome per workflow file)

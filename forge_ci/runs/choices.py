@@ -1,4 +1,5 @@
-"""What the dispatch form offers: the repository's branches and the workflow files it can run.
+"""What the dispatch form offers: the repository's branches, the workflow files it can run and
+the inputs each declares.
 
 Only files that would be accepted are offered (valid, and declaring ``workflow_dispatch`` at
 the default branch's commit), so the form never pre-fills one that is refused. Suggestions
@@ -9,9 +10,8 @@ not parse every workflow file on every view.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
-from threading import Lock
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pygit2
 from sqlalchemy.orm import Session
@@ -19,14 +19,12 @@ from sqlalchemy.orm import Session
 from forge_ci.authz import Actor, Role
 from forge_ci.errors import ForgeCIError
 from forge_ci.repos import find_repository
-from forge_ci.runs.sources import (
-    MAX_WORKFLOW_BYTES,
-    git_repository,
-    list_workflow_files,
-    read_workflow_file,
-    resolve_branch,
-)
+from forge_ci.runs.blob_answers import BlobAnswers
+from forge_ci.runs.sources import git_repository, list_workflow_files, resolve_branch
 from forge_ci.settings import Settings
+
+if TYPE_CHECKING:
+    from forge_ci.workflow.dispatch_inputs import DispatchInput
 
 #: Branches offered at most (by name); any other existing branch can still be typed.
 MAX_BRANCHES = 200
@@ -39,34 +37,28 @@ class DispatchChoices:
     #: Workflow files at the default branch's commit that can be dispatched (empty when the
     #: branch does not exist).
     workflow_paths: tuple[str, ...]
+    #: The inputs each of those files declares (the form shows them).
+    inputs: dict[str, tuple[DispatchInput, ...]] = field(default_factory=dict)
 
 
-#: blob id -> whether the file is valid and declares workflow_dispatch (most recent last).
-_DISPATCHABLE: OrderedDict[str, bool] = OrderedDict()
-_DISPATCHABLE_SIZE = 1024
-_DISPATCHABLE_LOCK = Lock()
-
-
-def _dispatchable(git: pygit2.Repository, sha: str, path: str) -> bool:
+def _declared_inputs(data: bytes, path: str) -> tuple[DispatchInput, ...] | None:
+    """The inputs of a valid file that declares workflow_dispatch; None for any other file."""
     from forge_ci.workflow import parse_workflow
 
-    blob = read_workflow_file(git, sha, path)
-    if blob.data is None or blob.size > MAX_WORKFLOW_BYTES:
-        return False
-    key = str(pygit2.hash(blob.data))
-    with _DISPATCHABLE_LOCK:
-        if key in _DISPATCHABLE:
-            _DISPATCHABLE.move_to_end(key)
-            return _DISPATCHABLE[key]
     try:
-        answer = parse_workflow(blob.data, path).triggers.workflow_dispatch
+        triggers = parse_workflow(data, path).triggers
     except ForgeCIError:
-        answer = False
-    with _DISPATCHABLE_LOCK:
-        _DISPATCHABLE[key] = bool(answer)
-        while len(_DISPATCHABLE) > _DISPATCHABLE_SIZE:
-            _DISPATCHABLE.popitem(last=False)
-    return bool(answer)
+        return None
+    return triggers.dispatch_inputs if triggers.workflow_dispatch else None
+
+
+_DISPATCHABLE: BlobAnswers[tuple[DispatchInput, ...] | None] = BlobAnswers(_declared_inputs)
+
+
+def _dispatchable(git: pygit2.Repository, sha: str, path: str) -> tuple[DispatchInput, ...] | None:
+    """The inputs of ``path`` at ``sha`` if it can be dispatched, else None."""
+    found = _DISPATCHABLE.answer(git, sha, path)
+    return found[0] if found is not None else None
 
 
 def dispatch_choices(
@@ -79,11 +71,15 @@ def dispatch_choices(
     branches = sorted(
         name.removeprefix(prefix) for name in git.references if name.startswith(prefix)
     )
-    paths: tuple[str, ...] = ()
+    inputs: dict[str, tuple[DispatchInput, ...]] = {}
     try:
         sha = resolve_branch(git, repository.default_branch)
-        listed = list_workflow_files(git, sha).paths
-        paths = tuple(path for path in listed if _dispatchable(git, sha, path))
+        for path in list_workflow_files(git, sha).paths:
+            declared = _dispatchable(git, sha, path)
+            if declared is not None:
+                inputs[path] = declared
     except ForgeCIError:
-        paths = ()
-    return DispatchChoices(tuple(branches[:MAX_BRANCHES]), repository.default_branch, paths)
+        inputs = {}
+    return DispatchChoices(
+        tuple(branches[:MAX_BRANCHES]), repository.default_branch, tuple(inputs), inputs
+    )

@@ -32,7 +32,8 @@ class RunDefinition:
     plan: dict[str, Any]
     plan_version: int
     plan_digest: str
-    context: dict[str, str]
+    #: ``github.*`` facts (text) and, for dispatch and schedule runs, ``event`` and ``inputs``.
+    context: dict[str, Any]
     event_name: str
     ref: str
     sha: str

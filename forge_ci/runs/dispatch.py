@@ -1,11 +1,15 @@
-"""Manual runs: ``workflow_dispatch`` of one workflow file on one branch.
+"""Manual runs: ``workflow_dispatch`` of one workflow file on one branch, with its inputs.
 
 Only an existing local branch is accepted (no tags, revision expressions or hidden refs). The
 branch is resolved once; the workflow is read and parsed from that exact commit, and the run
-pins that commit, so a push that lands meanwhile changes nothing about this run.
+pins that commit, so a push that lands meanwhile changes nothing about this run. The inputs
+given are checked against the declaration in that same file (unknown names, required inputs,
+types, options) and stored, with defaults filled in, in the run's snapshot.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from sqlalchemy.orm import Session
 
@@ -15,6 +19,7 @@ from forge_ci.models import Run
 from forge_ci.repos import find_repository
 from forge_ci.runs.create import creating_runs, require_run_creator
 from forge_ci.runs.definition import RunDefinition, define_run
+from forge_ci.runs.dispatch_payload import dispatch_event, with_event
 from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
     git_repository,
@@ -34,14 +39,17 @@ def dispatch_run(
     full_name: str,
     branch: str,
     workflow_path: str,
+    inputs: Mapping[str, str] | None = None,
 ) -> Run:
     """Create (and commit) a ``workflow_dispatch`` run of ``workflow_path`` at ``branch``.
 
     Repository owners/admins and site administrators only. Raises InvalidInput for a bad branch
-    name or path, a workflow that is invalid or does not declare ``workflow_dispatch``;
+    name or path, a workflow that is invalid or does not declare ``workflow_dispatch``, and
+    ``InputInvalid`` (naming the input) for ``inputs`` that do not fit its declaration;
     NotFound for a missing repository, branch or file.
     """
     from forge_ci.workflow import parse_workflow
+    from forge_ci.workflow.dispatch_inputs import resolve_inputs
 
     repository = find_repository(session, actor, full_name, Role.READ)
     require_run_creator(session, actor, repository)
@@ -62,13 +70,16 @@ def dispatch_run(
             f"{workflow_path} does not declare workflow_dispatch, so it cannot be run by hand; "
             "add workflow_dispatch to its 'on'"
         )
+    values = resolve_inputs(workflow.triggers.dispatch_inputs, inputs or {})
+    ref = f"refs/heads/{branch}"
     definition: RunDefinition = define_run(
         workflow,
         blob.data,
         repository=repository.full_name,
         sha=sha,
-        ref=f"refs/heads/{branch}",
+        ref=ref,
         event_name=DISPATCH,
     )
+    definition = with_event(definition, dispatch_event(ref, workflow_path, values), values)
     with creating_runs(session, settings, repository) as creation:
         return creation.create(actor, definition)

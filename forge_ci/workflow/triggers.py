@@ -1,9 +1,10 @@
 """The ``on`` key: which events start a workflow, and whether one event does.
 
-forge-ci supports three events: ``push`` (branch updates; tag pushes never match),
-``pull_request`` (opened, reopened, synchronize; branch filters match the target branch) and
-``workflow_dispatch`` (manual runs, without inputs). ``on`` may be one event name, a list of them,
-or a mapping from event to its filters.
+forge-ci supports four events: ``push`` (branch updates; tag pushes never match),
+``pull_request`` (opened, reopened, synchronize; branch filters match the target branch),
+``workflow_dispatch`` (manual runs, with inputs: :mod:`forge_ci.workflow.dispatch_inputs`) and
+``schedule`` (cron, UTC: :mod:`forge_ci.workflow.cron`). ``on`` may be one event name, a list of
+them, or a mapping from event to its filters.
 
 Matching answers with a :class:`Match` whose ``reason`` is written for the person who wonders why a
 push did or did not start a run. When the changed paths are unknown (``None``: a new branch, a
@@ -16,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from forge_ci.workflow.cron import CronSchedule, parse_schedule
 from forge_ci.workflow.diagnostics import Problems, quote_list
+from forge_ci.workflow.dispatch_inputs import DispatchInput, parse_dispatch_inputs
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 from forge_ci.workflow.patterns import (
     MAX_PATTERNS,
@@ -27,7 +30,7 @@ from forge_ci.workflow.patterns import (
     last_match,
 )
 
-EVENTS = ("push", "pull_request", "workflow_dispatch")
+EVENTS = ("push", "pull_request", "workflow_dispatch", "schedule")
 PULL_REQUEST_TYPES = ("opened", "reopened", "synchronize")
 #: GitHub events and pull_request activity types that exist but are not supported: named as
 #: unsupported instead of being suggested as typos.
@@ -36,7 +39,7 @@ GITHUB_EVENTS = frozenset(
     discussion discussion_comment fork gollum issue_comment issues label merge_group milestone
     page_build project project_card project_column public pull_request_review
     pull_request_review_comment pull_request_target registry_package release repository_dispatch
-    schedule status watch workflow_call workflow_run""".split()
+    status watch workflow_call workflow_run""".split()
 )
 GITHUB_PULL_REQUEST_TYPES = frozenset(
     """assigned unassigned labeled unlabeled edited closed converted_to_draft ready_for_review
@@ -89,6 +92,8 @@ class Triggers:
     push: EventFilters | None = None
     pull_request: EventFilters | None = None
     workflow_dispatch: bool = False
+    dispatch_inputs: tuple[DispatchInput, ...] = ()
+    schedule: tuple[CronSchedule, ...] = ()
 
     def as_plan(self) -> dict[str, Any]:
         plan: dict[str, Any] = {}
@@ -97,7 +102,13 @@ class Triggers:
         if self.pull_request is not None:
             plan["pull_request"] = self.pull_request.as_plan()
         if self.workflow_dispatch:
-            plan["workflow_dispatch"] = {}
+            plan["workflow_dispatch"] = (
+                {"inputs": {spec.name: spec.as_plan() for spec in self.dispatch_inputs}}
+                if self.dispatch_inputs
+                else {}
+            )
+        if self.schedule:
+            plan["schedule"] = [{"cron": entry.text} for entry in self.schedule]
         return plan
 
 
@@ -133,11 +144,13 @@ def parse_triggers(node: Node, problems: Problems) -> Triggers:
             problems.at(node, "'on' lists no event")
         events.extend(node.items)
     else:
-        problems.at(node, "'on' needs push, pull_request or workflow_dispatch")
+        problems.at(node, "'on' needs push, pull_request, workflow_dispatch or schedule")
     seen: set[str] = set()
     push: EventFilters | None = None
     pull_request: EventFilters | None = None
     dispatch = False
+    inputs: tuple[DispatchInput, ...] = ()
+    schedule: tuple[CronSchedule, ...] = ()
     for name_node, config in events:
         name = name_node.value
         if name not in EVENTS:
@@ -151,31 +164,40 @@ def parse_triggers(node: Node, problems: Problems) -> Triggers:
             push = _event_filters(name, config, problems)
         elif name == "pull_request":
             pull_request = _event_filters(name, config, problems)
+        elif name == "schedule":
+            if config is None:
+                problems.at(
+                    name_node, "schedule needs a list of cron entries (- cron: '0 5 * * *')"
+                )
+            else:
+                schedule = parse_schedule(config, problems)
         else:
             dispatch = True
             if config is not None:
-                _dispatch_config(config, problems)
-    return Triggers(push, pull_request, dispatch)
+                inputs = _dispatch_config(config, problems)
+    return Triggers(push, pull_request, dispatch, inputs, schedule)
 
 
 def _event_refusal(name: str, problems: Problems) -> str:
-    supported = "forge-ci supports push, pull_request and workflow_dispatch"
+    supported = "forge-ci supports push, pull_request, workflow_dispatch and schedule"
     if name in GITHUB_EVENTS:
         return f"the '{name}' event is not supported; {supported}"
     return f"'{name}' is not a workflow event{problems.hint(name, EVENTS)} ({supported})"
 
 
-def _dispatch_config(config: Node, problems: Problems) -> None:
+def _dispatch_config(config: Node, problems: Problems) -> tuple[DispatchInput, ...]:
     if is_null(config):
-        return
+        return ()
     if not isinstance(config, Mapping):
-        problems.at(config, f"workflow_dispatch takes no value here, not {describe(config)}")
-        return
-    for key, _ in config.items:
+        problems.at(config, f"workflow_dispatch takes inputs or nothing, not {describe(config)}")
+        return ()
+    inputs: tuple[DispatchInput, ...] = ()
+    for key, value in config.items:
         if key.value == "inputs":
-            problems.at(key, "workflow_dispatch inputs are not supported yet")
+            inputs = parse_dispatch_inputs(value, problems)
         else:
             problems.at(key, f"'{key.value}' is not a workflow_dispatch key")
+    return inputs
 
 
 def _event_filters(event: str, config: Node | None, problems: Problems) -> EventFilters:

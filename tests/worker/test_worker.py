@@ -171,3 +171,32 @@ def test_the_scan_skips_busy_repositories_and_reports_inspections(
         assert scan(settings, database, queue) == []
     assert f"push event {event_id}" in caplog.text and "needs inspection" in caplog.text
     assert state(database, event_id) == "prepared"
+
+
+def test_the_worker_runs_the_scheduler_and_fires_the_current_minute(
+    settings: Settings, database: Database, repo: Repo, redis_url: str
+) -> None:
+    """``forge-ci worker --burst`` takes the current minute's scheduled runs too."""
+    from pygit2.enums import FileMode
+    from sqlalchemy import select
+
+    from forge_ci.models import Run
+    from forge_ci.repos import set_scheduled_workflows
+    from worker.main import run as run_worker
+
+    _, _, git = repo
+    text = (
+        "on:\n  schedule:\n    - cron: '* * * * *'\njobs:\n  a:\n    runs-on: self-hosted\n"
+        "    steps:\n      - run: make\n"
+    )
+    index = pygit2.Index()
+    index.add(pygit2.IndexEntry(".github/workflows/cron.yml", git.create_blob(text), FileMode.BLOB))
+    signature = pygit2.Signature("T", "t@example.com", 1700000000, 0)
+    git.create_commit("refs/heads/main", signature, signature, "c", index.write_tree(git), [])
+    with database.session() as s:
+        set_scheduled_workflows(s, Actor.operator(), "alice/demo", True)
+        s.commit()
+    run_worker(dataclasses.replace(settings, redis_url=redis_url), burst=True)
+    with database.session(read_only=True) as s:
+        runs = list(s.scalars(select(Run)))
+    assert [(r.event_name, r.requested_by_name) for r in runs] == [("schedule", "alice")]

@@ -91,7 +91,7 @@ def test_the_plan_given_is_not_changed(plan_of: PlanOf) -> None:
         RunContext("noslash", SHA, "push"),
         RunContext("o/r", "abc", "push"),
         RunContext("o/r", SHA.upper(), "push"),
-        RunContext("o/r", SHA, "schedule"),
+        RunContext("o/r", SHA, "release"),
         RunContext("o/r", SHA, "push", head_ref="a\x00b"),
         RunContext("o/r", SHA, "push", base_ref="a\nb"),
     ],

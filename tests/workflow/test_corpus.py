@@ -34,8 +34,9 @@ LITERAL_SHELL = "expressions are not allowed in shell"
 ENV_CONTEXT = "the env context is not supported by forge-ci"
 RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
 LITERAL_TIMEOUT = "timeout-minutes must be a whole number of minutes"
-DISPATCH_INPUTS = "workflow_dispatch inputs are not supported"
-EVENTS = "event is not supported; forge-ci supports push, pull_request and workflow_dispatch"
+EVENTS = (
+    "event is not supported; forge-ci supports push, pull_request, workflow_dispatch and schedule"
+)
 ACTIONS = "is not supported; forge-ci runs only run steps and the built-in"
 REUSABLE = "reusable workflows (jobs.<id>.uses) are not supported"
 TAGS_YAML = "explicit YAML tags"
@@ -128,7 +129,7 @@ PROFILED_INSIDE_BUT_REFUSED = {
         "shellcheck_step_shell.yaml": LINUX_ONLY,
         "shellcheck_workflow_default_shell.yaml": SHELLS,
         "untrusted_inputs.yaml": GITHUB_FIELDS,
-        "workflow_dispatch_input_types.yaml": DISPATCH_INPUTS,
+        "workflow_dispatch_input_types.yaml": GITHUB_FIELDS,
     },
 }
 PROFILES = {
@@ -142,7 +143,7 @@ PROFILES = {
 #: GitHub accepts these; forge-ci refuses them on purpose (first refusal's phrase).
 READER_REFUSED_ON_PURPOSE = {
     "background-steps.yml": "'background' is not a step key",  # experimental GitHub feature
-    "bad-character.yml": EVENTS,
+    "bad-character.yml": ACTIONS,
     "coercion-to-string.yml": TAGS_YAML,
     "concurrency.yml": GITHUB_FIELDS,
     "escape-html-values.yml": "is one expression: write it without ${{ }}",
@@ -180,8 +181,6 @@ READER_REFUSED_ON_PURPOSE = {
     "on-workflow_call-mapping.yml": EVENTS,
     "on-workflow_call-sequence.yml": EVENTS,
     "on-workflow_call.yml": EVENTS,
-    "on-workflow_dispatch-inputs-null.yml": DISPATCH_INPUTS,
-    "on-workflow_dispatch-inputs.yml": DISPATCH_INPUTS,
     "on-workflow_dispatch-unknown-keys-ignored.yml": "'unknown-key' is not a workflow_dispatch key",
     "permissions.yml": PERMISSIONS,
     "preserves-source-info-basic.yml": MATRIX_EXPRESSIONS,

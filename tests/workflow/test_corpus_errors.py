@@ -9,7 +9,9 @@ Two changes of the same errors are intended and allowed for:
 * a runner-label error is now located at the bad label itself, never before where ``runs-on``
   starts (so at the same or a later position than before);
 * labels are limited to 64 characters (the longest a provider can carry), not 100;
-* numbers in messages are shortened to 40 characters, like every other quoted value.
+* numbers in messages are shortened to 40 characters, like every other quoted value;
+* ``schedule`` and ``workflow_dispatch`` inputs are supported (issue #16): their refusals are gone,
+  and the list of supported events names schedule.
 """
 
 from __future__ import annotations
@@ -44,9 +46,39 @@ def _split(error: str) -> tuple[int, int, str]:
 _LONG_NUMBER = re.compile(r"(?:(?<=the number )|(?<=value: ))(\S{41,})(?= is too large| is not a)")
 
 
+#: Refusals of what issue #16 made supported: no longer reported, on purpose.
+_NOW_SUPPORTED = re.compile(
+    r"the 'schedule' event is not supported|workflow_dispatch inputs are not supported"
+)
+
+
 def _reworded(message: str) -> str:
     message = message.replace("at most 100 characters)", "at most 64 characters)")
+    for old, new in _ISSUE_16_WORDING:
+        message = message.replace(old, new)
     return _LONG_NUMBER.sub(lambda match: match.group(1)[:37] + "...", message)
+
+
+#: Messages that name the supported events now name schedule too (issue #16).
+_ISSUE_16_WORDING = (
+    (
+        "forge-ci supports push, pull_request and workflow_dispatch",
+        "forge-ci supports push, pull_request, workflow_dispatch and schedule",
+    ),
+    (
+        "'on' needs push, pull_request or workflow_dispatch",
+        "'on' needs push, pull_request, workflow_dispatch or schedule",
+    ),
+    ("workflow_dispatch takes no value here", "workflow_dispatch takes inputs or nothing"),
+)
+
+
+def _unhinted(message: str) -> str:
+    """A message without the typo hint that "schedule", now an event, adds to some."""
+    return _HINT.sub("", message)
+
+
+_HINT = re.compile(r'; did you mean "[^"]*"\?')
 
 
 def _kept(error: str, now: list[str]) -> bool:
@@ -54,10 +86,12 @@ def _kept(error: str, now: list[str]) -> bool:
     if error in now:
         return True
     line, column, message = _split(error)
-    message = _reworded(message)
+    if _NOW_SUPPORTED.match(message):
+        return True
+    message = _unhinted(_reworded(message))
     for candidate in now:
         new_line, new_column, new_message = _split(candidate)
-        if new_message != message:
+        if _unhinted(new_message) != message:
             continue
         if (new_line, new_column) == (line, column):
             return True

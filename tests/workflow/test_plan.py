@@ -140,8 +140,7 @@ def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
     text += "      - uses: actions/setup-node@v4\n"
     diagnostics = refuse(text)
     assert messages(diagnostics).splitlines() == [
-        "1:12: the 'schedule' event is not supported; forge-ci supports push, pull_request and "
-        "workflow_dispatch",
+        "1:12: schedule needs a list of cron entries (- cron: '0 5 * * *')",
         "4:5: 'runs_on' is not a job key; did you mean \"runs-on\"?",
         "4:5: job 'build' needs runs-on",
         "5:22: timeout-minutes must be a whole number of minutes from 1 through 360, not '0'",

@@ -57,13 +57,13 @@ def test_forms_declare_the_same_triggers(accept: Accept) -> None:
 @pytest.mark.parametrize(
     ("on", "expected"),
     [
-        ("on: schedule", "the 'schedule' event is not supported"),
+        ("on: schedule", "schedule needs a list of cron entries"),
         ("on: [push, release]", "the 'release' event is not supported"),
         ("on: pusj", "'pusj' is not a workflow event; did you mean \"push\"?"),
         ("on: [push, push]", "the event 'push' is listed twice"),
         ("on: []", "'on' lists no event"),
         ("on: {}", "'on' lists no event"),
-        ("on:", "'on' needs push, pull_request or workflow_dispatch"),
+        ("on:", "'on' needs push, pull_request, workflow_dispatch or schedule"),
         ("on:\n  push:\n    tags: [v*]", "tags: tag pushes are not supported"),
         ("on:\n  push:\n    branch: [main]", 'did you mean "branches"?'),
         ("on:\n  push:\n    types: [opened]", "'types' is not a push filter"),
@@ -73,7 +73,6 @@ def test_forms_declare_the_same_triggers(accept: Accept) -> None:
         ),
         ("on:\n  pull_request:\n    types: [open]", 'did you mean "opened"?'),
         ("on:\n  pull_request:\n    types: []", "pull_request types must not be empty"),
-        ("on:\n  workflow_dispatch:\n    inputs: {}", "workflow_dispatch inputs are not supported"),
         (
             "on:\n  push:\n    branches: [main]\n    branches-ignore: [dev]",
             "branches and branches-ignore cannot be used together",

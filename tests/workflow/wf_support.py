@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from forge_ci.workflow import Diagnostic
+from collections.abc import Callable
+
+from forge_ci.workflow import Diagnostic, Workflow
+
+Accept = Callable[[str], Workflow]
+Refuse = Callable[[str | bytes], list[Diagnostic]]
+
+#: One job, for tests that vary only ``on``.
+JOBS = """
+jobs:
+  build:
+    runs-on: self-hosted
+    steps:
+      - run: echo hi
+"""
 
 #: The smallest valid workflow; tests change one thing in it.
 MINIMAL = """\

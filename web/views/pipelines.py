@@ -1,4 +1,5 @@
-"""A repository's Pipelines page: runs, the push-workflows switch, recent pushes, dispatch.
+"""A repository's Pipelines page: runs, the push and scheduled workflow switches, recent pushes
+and scheduled minutes, dispatch (with the chosen workflow's inputs).
 
 Readers see everything here; owners, admins and site administrators also get the switch and
 the dispatch form. The use cases check roles themselves, so a form posted by someone who may not
@@ -7,16 +8,20 @@ use it is refused (403 for readers and writers, 404 for everybody else) whatever
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
 from forge_ci.authz import Role
 from forge_ci.errors import ForgeCIError, InvalidInput
-from forge_ci.repos import find_repository, set_push_workflows
+from forge_ci.repos import find_repository, set_push_workflows, set_scheduled_workflows
 from forge_ci.runs.choices import dispatch_choices
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.queries import list_runs
 from forge_ci.runs.recent import latest_workflow_states, recent_push_events, workflow_history
+from forge_ci.runs.scheduled import recent_scheduled_minutes
+from forge_ci.workflow.dispatch_inputs import InputInvalid
 from web.access import request_repository
 from web.auth import current_actor
 from web.storage import db, settings
@@ -25,6 +30,10 @@ blueprint = Blueprint("pipelines", __name__)
 
 RUNS_SHOWN = 50
 EVENTS_SHOWN = 10
+SCHEDULED_SHOWN = 5
+#: Form fields of dispatch inputs are named ``input.<name>``; a boolean's hidden "false" comes
+#: before its checkbox, so the last value sent is the one that counts.
+INPUT_FIELD = "input."
 
 
 def full_name(owner: str, name: str) -> str:
@@ -36,7 +45,7 @@ def _page(
     name: str,
     *,
     dispatch_error: str | None = None,
-    dispatch_form: dict[str, str] | None = None,
+    dispatch_form: dict[str, Any] | None = None,
 ) -> tuple[str, int]:
     actor = current_actor()
     access = request_repository(owner, name)
@@ -45,8 +54,11 @@ def _page(
     runs = list_runs(db(), actor, repo.full_name, limit=RUNS_SHOWN)
     events = recent_push_events(db(), actor, repo.full_name, limit=EVENTS_SHOWN)
     files = latest_workflow_states(db(), actor, repo.full_name)
+    scheduled = recent_scheduled_minutes(db(), actor, repo.full_name, SCHEDULED_SHOWN)
     choices = dispatch_choices(db(), settings(), actor, repo.full_name) if can_manage else None
     form = dispatch_form or {}
+    form.setdefault("inputs", {})
+    form.setdefault("input_name", "")
     if choices is not None:
         form.setdefault("branch", choices.default_branch)
         form.setdefault("workflow", choices.workflow_paths[0] if choices.workflow_paths else "")
@@ -58,6 +70,7 @@ def _page(
         runs=runs,
         events=events,
         files=files,
+        scheduled=scheduled,
         choices=choices,
         dispatch_error=dispatch_error,
         dispatch_form=form,
@@ -80,6 +93,8 @@ def index(owner: str, name: str) -> tuple[str, int]:
             dispatch_form={
                 "branch": str(refusal.get("branch", "")),
                 "workflow": str(refusal.get("workflow", "")),
+                "inputs": dict(refusal.get("inputs") or {}),
+                "input_name": str(refusal.get("input_name", "")),
             },
         )
     return _page(owner, name)
@@ -123,13 +138,41 @@ def push_workflows(owner: str, name: str) -> Response:
     return redirect(url_for("pipelines.index", owner=repo.owner.name, name=repo.name))
 
 
+@blueprint.route("/<owner:owner>/<repo:name>/pipelines/scheduled-workflows", methods=["POST"])
+def scheduled_workflows(owner: str, name: str) -> Response:
+    switch = request.form.get("enabled", "")
+    if switch not in ("on", "off"):
+        raise InvalidInput("choose on or off for Run scheduled workflows")
+    repo = set_scheduled_workflows(db(), current_actor(), full_name(owner, name), switch == "on")
+    db().commit()
+    if switch == "on":
+        flash(
+            "Run scheduled workflows is on: each matching minute (UTC) from now on runs the "
+            "default branch's current commit, requested by you. Minutes missed while no worker "
+            "runs are not replayed."
+        )
+    else:
+        flash("Run scheduled workflows is off: runs already created go on; no new ones start.")
+    return redirect(url_for("pipelines.index", owner=repo.owner.name, name=repo.name))
+
+
+def _dispatch_inputs() -> dict[str, str]:
+    """The inputs the form sent (``input.<name>``; the last value of a name counts)."""
+    return {
+        key.removeprefix(INPUT_FIELD): request.form.getlist(key)[-1]
+        for key in request.form
+        if key.startswith(INPUT_FIELD)
+    }
+
+
 @blueprint.route("/<owner:owner>/<repo:name>/pipelines/dispatch", methods=["POST"])
 def dispatch(owner: str, name: str) -> Response:
     branch = request.form.get("branch", "").strip()
     workflow = request.form.get("workflow", "").strip()
+    inputs = _dispatch_inputs()
     try:
         run = dispatch_run(
-            db(), settings(), current_actor(), full_name(owner, name), branch, workflow
+            db(), settings(), current_actor(), full_name(owner, name), branch, workflow, inputs
         )
     except ForgeCIError as exc:
         if exc.http_status not in (400, 404) or _unreadable(owner, name):
@@ -142,6 +185,8 @@ def dispatch(owner: str, name: str) -> Response:
             "error": exc.message,
             "branch": branch,
             "workflow": workflow,
+            "inputs": inputs,
+            "input_name": exc.input_name if isinstance(exc, InputInvalid) else "",
         }
         return redirect(url_for("pipelines.index", owner=owner, name=name) + "#dispatch", 303)
     flash(f"Run #{run.number} was created from {workflow} on {branch}.")

@@ -56,6 +56,8 @@ NEEDS: dict[str, tuple[str, list[str]]] = {
     "repo list": (DATABASE, []),
     "repo push-workflows": (DATABASE, ["alice/demo", "on"]),
     "repo revoke": (DATABASE, ["alice/demo", "bob"]),
+    "repo scheduled-workflows": (DATABASE, ["alice/demo", "on"]),
+    "repo schedules": (DATABASE, ["alice/demo"]),
     "run cancel": (DATABASE, ["alice/demo", "1"]),
     "run dispatch": (DATABASE, ["alice/demo", "--branch", "main", "--workflow", "ci.yml"]),
     "run list": (DATABASE, ["alice/demo"]),

@@ -158,7 +158,13 @@ def test_repositories(cli: Cli) -> None:
     assert pygit2.Repository(str(path)).is_bare
     rows = json.loads(cli.ok("repo", "list", "--json"))
     assert rows == [
-        {"name": "alice/demo", "default_branch": "main", "push_workflows": False, "role": "owner"}
+        {
+            "name": "alice/demo",
+            "default_branch": "main",
+            "push_workflows": False,
+            "scheduled_workflows": False,
+            "role": "owner",
+        }
     ]
     assert "already exists" in cli.refused("repo", "create", "alice/demo")
     assert "invalid repository name" in cli.refused("repo", "create", "alice/-bad")

@@ -157,3 +157,65 @@ def test_run_show_says_why_a_queued_job_waits_as_the_run_page_does(
     assert build_json["blocker"]["code"] == "no_matching_labels"
     assert build_json["reason"] == build_json["blocker"]["message"]
     assert test_json["blocker"] is None  # waiting for build, not queued
+
+
+INPUTS = """\
+on:
+  workflow_dispatch:
+    inputs:
+      tag:
+        required: true
+      dry-run:
+        type: boolean
+jobs:
+  build:
+    runs-on: [self-hosted, linux]
+    steps:
+      - run: make
+"""
+
+
+def test_dispatch_takes_inputs_and_refuses_bad_ones_with_exit_2(cli: Cli) -> None:
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    _commit(cli, {CI: INPUTS})
+    base = ("run", "dispatch", "alice/demo", "--branch", "main", "--workflow", CI)
+    assert "input 'tag' is required" in cli.refused(*base)
+    assert "unknown input 'tga'" in cli.refused(*base, "--input", "tga=v1")
+    assert "input 'dry-run' is a boolean" in cli.refused(
+        *base, "--input", "tag=v1", "--input", "dry-run=yes"
+    )
+    assert "give NAME=VALUE, not 'tag'" in cli.refused(*base, "--input", "tag")
+    assert "the input 'tag' is given twice" in cli.refused(
+        *base, "--input", "tag=a", "--input", "tag=b"
+    )
+    assert json.loads(cli.ok("run", "list", "alice/demo", "--json")) == []
+    out = cli.ok(*base, "--input", "tag=v1=final", "--input", "dry-run=true")
+    assert out.startswith("created run #1 of alice/demo")
+    shown = json.loads(cli.ok("run", "show", "alice/demo", "1", "--json"))
+    assert shown["context"]["inputs"] == {"tag": "v1=final", "dry-run": True}
+    assert shown["context"]["event"]["inputs"] == {"tag": "v1=final", "dry-run": "true"}
+
+
+def test_scheduled_workflows_switch(cli: Cli) -> None:
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("user", "add", "bob", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    cli.ok("repo", "grant", "alice/demo", "bob", "write")
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["scheduled_workflows"] is False
+    assert "bob has write access to alice/demo; scheduled runs must be requested by an owner" in (
+        cli.refused("repo", "scheduled-workflows", "alice/demo", "on", "--as", "bob")
+    )
+    assert "unknown user 'nobody'" in cli.refused(
+        "repo", "scheduled-workflows", "alice/demo", "on", "--as", "nobody"
+    )
+    out = cli.ok("repo", "scheduled-workflows", "alice/demo", "on")
+    assert "are on, requested by alice" in out and "are not replayed" in out
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["scheduled_workflows"] is True
+    assert json.loads(cli.ok("repo", "schedules", "alice/demo", "--json")) == []
+    assert "not cancelled" in cli.ok("repo", "scheduled-workflows", "alice/demo", "off")
+    assert json.loads(cli.ok("repo", "list", "--json"))[0]["scheduled_workflows"] is False
+    assert "repository alice/nope not found" in cli.refused(
+        "repo", "scheduled-workflows", "alice/nope", "on"
+    )
+    assert "repository alice/nope not found" in cli.refused("repo", "schedules", "alice/nope")

@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from forge_ci.errors import InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Run
+from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.pins import PIN_PREFIX, pinned_commit
 from forge_ci.runs.rerun import rerun_run
 from forge_ci.workflow import WorkflowInvalid, plan_digest
@@ -48,6 +49,8 @@ def test_dispatch_pins_the_commit_and_stores_the_snapshot(forge: Forge) -> None:
         "event_name": "workflow_dispatch",
         "head_ref": "",
         "base_ref": "",
+        "event": {"inputs": {}, "ref": "refs/heads/main", "workflow": CI},
+        "inputs": {},
     }
     assert run.plan_digest == plan_digest(run.plan) and run.plan_version == 1
     step_env = run.plan["jobs"][2]["steps"][0]["env"]
@@ -203,3 +206,81 @@ def test_the_snapshot_cannot_be_changed_by_the_orm_or_by_sql(forge: Forge) -> No
     # Scheduling columns stay writable.
     forge.session.execute(text(f"UPDATE runs SET cancel_reason = 'x' WHERE id = {run.id}"))
     forge.session.commit()
+
+
+# -- inputs (issue #16) -----------------------------------------------------------------------
+
+WITH_INPUTS = """\
+name: Release
+on:
+  workflow_dispatch:
+    inputs:
+      tag:
+        required: true
+      publish:
+        type: boolean
+        default: true
+      level:
+        type: choice
+        options: [info, debug]
+        default: info
+jobs:
+  build:
+    runs-on: [self-hosted]
+    steps:
+      - run: make
+"""
+
+
+def test_dispatch_inputs_reach_the_snapshot_typed_as_github_does(forge: Forge) -> None:
+    forge.commit({CI: WITH_INPUTS})
+    run = dispatch_run(
+        forge.session,
+        forge.settings,
+        forge.alice,
+        forge.full_name,
+        "main",
+        CI,
+        {"tag": '"; rm -rf / # $(id)', "publish": "false"},
+    )
+    forge.session.commit()
+    stored = forge.run(run.number)
+    # The inputs context keeps booleans; github.event.inputs has text only.
+    assert stored.context["inputs"] == {
+        "tag": '"; rm -rf / # $(id)',
+        "publish": False,
+        "level": "info",
+    }
+    assert stored.context["event"] == {
+        "inputs": {"tag": '"; rm -rf / # $(id)', "publish": "false", "level": "info"},
+        "ref": "refs/heads/main",
+        "workflow": CI,
+    }
+    # A rerun copies them byte for byte.
+    forge.finish(stored, "build", "failure")
+    again = rerun_run(forge.session, forge.settings, forge.alice, forge.full_name, run.number)
+    forge.session.commit()
+    assert forge.run(again.number).context == stored.context
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({}, "input 'tag' is required"),
+        ({"tag": "v1", "publish": "maybe"}, "input 'publish' is a boolean"),
+        ({"tag": "v1", "level": "loud"}, "input 'level' must be one of info, debug"),
+        ({"tag": "v1", "colour": "red"}, "unknown input 'colour'"),
+    ],
+)
+def test_inputs_that_do_not_fit_create_nothing(
+    forge: Forge, given: dict[str, str], message: str
+) -> None:
+    from forge_ci.workflow.dispatch_inputs import InputInvalid
+
+    forge.commit({CI: WITH_INPUTS})
+    with pytest.raises(InputInvalid) as caught:
+        dispatch_run(forge.session, forge.settings, forge.alice, forge.full_name, "main", CI, given)
+    assert message in caught.value.message and caught.value.http_status == 400
+    forge.session.rollback()
+    assert forge.session.scalars(select(Run)).all() == []
+    assert _pins(forge) == []
