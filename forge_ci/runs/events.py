@@ -198,7 +198,7 @@ def _peeled(git: pygit2.Repository, sha: str) -> str | None:
     """The commit ``sha`` names: itself, or what an annotated tag (chain) points at."""
     try:
         target = git[sha].peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.InvalidSpecError):
+    except (KeyError, ValueError, pygit2.GitError):
         return None
     return str(target.id)
 
