@@ -3,7 +3,8 @@
 An inert event (``release``, ``workflow_run``...) is accepted so that real files stay valid, but
 its options are still checked against GitHub's "Events that trigger workflows" page: a
 misspelt activity type (``issue_comment: types: [opened]``) is a mistake on GitHub too, and a
-file that would be refused there is refused here. Nothing of it reaches the plan but its name.
+file that would be refused there is refused here. An option the event does not have is ignored
+by GitHub, so it is a notice here. Nothing of it reaches the plan but its name.
 The table follows GitHub's own schema (actions/languageservices ``workflow-v1.0.json``; a corpus
 test compares them).
 """
@@ -93,9 +94,13 @@ def check_inert_options(name: str, config: Node | None, problems: Problems) -> N
     keys, types = OPTIONS.get(name, ((), None))
     for key, value in config.items:
         if key.value not in keys:
+            # GitHub ignores options an event does not have (its reader's
+            # "unknown-keys-ignored" case), so this is a notice, never a refusal.
             hint = problems.hint(key.value, keys)
             known = f"; {name} takes {', '.join(keys)}" if keys else f"; {name} takes no options"
-            problems.at(key, f"'{key.value}' is not an option of {name}{hint or known}")
+            problems.notice(
+                key, f"'{key.value}' is not an option of {name} and is ignored{hint or known}"
+            )
         elif key.value == "types" and types is not None:
             for item in _items(value):
                 if not isinstance(item, Scalar) or is_null(item):

@@ -80,6 +80,22 @@ def test_inert_event_options_as_github_defines_them(accept: Accept, on: str) -> 
     assert not workflow.triggers.fireable and len(workflow.notices) == 1
 
 
+@pytest.mark.parametrize(
+    ("on", "notice"),
+    [
+        ("on:\n  release:\n    branches: [main]", "'branches' is not an option of release and is"),
+        ("on:\n  create:\n    types: [x]", "create takes no options"),
+        ("on:\n  workflow_run:\n    workflow: [ci]", 'ignored; did you mean "workflows"?'),
+    ],
+)
+def test_options_an_event_does_not_have_are_ignored_with_a_notice(
+    accept: Accept, on: str, notice: str
+) -> None:
+    # As GitHub does (its reader's on-workflow_dispatch-unknown-keys-ignored case).
+    workflow = accept(on + JOBS)
+    assert notice in "\n".join(n.message for n in workflow.notices)
+
+
 def test_inert_events_in_list_form(accept: Accept) -> None:
     workflow = accept("on: [push, release, workflow_call]" + JOBS)
     assert workflow.triggers.inert == ("release", "workflow_call")
@@ -113,9 +129,6 @@ def test_pull_request_types_forge_ci_does_not_report_are_inert(accept: Accept) -
         ("on:\n  pull_request:\n    types: [closd]", "'closd' is not a pull_request type"),
         ("on:\n  issue_comment:\n    types: [opened]", "'opened' is not a issue_comment activity"),
         ("on:\n  release:\n    types: [publish]", 'did you mean "published"?'),
-        ("on:\n  release:\n    branches: [main]", "'branches' is not an option of release"),
-        ("on:\n  create:\n    types: [x]", "create takes no options"),
-        ("on:\n  workflow_run:\n    workflow: [ci]", 'did you mean "workflows"?'),
         ("on:\n  schedule:\n    - cro: '0 0 * * *'", "each schedule entry needs cron"),
         ("on:\n  schedule: daily", "schedule takes a list of {cron: ...} entries"),
     ],
