@@ -341,11 +341,7 @@ def match_push(workflow: Any, ref: str, changed_paths: list[str] | None) -> Matc
     if ref.startswith("refs/tags/") and ref != "refs/tags/":
         tag = ref.removeprefix("refs/tags/")
         if push.tags is None and push.branches is not None:
-            return Match(
-                False,
-                f"tag '{tag}' was pushed, and the push trigger filters only branches "
-                f"({push.branches.written()})",
-            )
+            return _filters_only("tag", tag, push.branches)
         outcome = _match_name(push.tags, "tag", tag, "push")
         if outcome.matched and push.paths is not None:
             return Match(True, f"{outcome.reason}; path filters are not evaluated for tags")
@@ -354,12 +350,18 @@ def match_push(workflow: Any, ref: str, changed_paths: list[str] | None) -> Matc
         return Match(False, f"'{ref}' is not a branch or a tag")
     branch = ref.removeprefix("refs/heads/")
     if push.branches is None and push.tags is not None:
-        return Match(
-            False,
-            f"branch '{branch}' was pushed, and the push trigger filters only tags "
-            f"({push.tags.written()})",
-        )
+        return _filters_only("branch", branch, push.tags)
     return _match_filters(push, "push", branch, changed_paths)
+
+
+def _filters_only(kind: str, name: str, other: Filter) -> Match:
+    """A branch push to a trigger with only tag filters, or the other way round (GitHub's rule)."""
+    return Match(
+        False,
+        f"{kind} '{name}' was pushed, and the push trigger filters only "
+        f"{other.key.removesuffix('-ignore')} "
+        f"({other.written()})",
+    )
 
 
 def match_pull_request(

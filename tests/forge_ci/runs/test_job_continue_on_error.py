@@ -11,14 +11,8 @@ import pytest
 
 from forge_ci.errors import Conflict
 from forge_ci.runs.scheduling import complete_job
-from tests.forge_ci.runs.conftest import CI, Forge, job, workflow
-
-
-def _run(forge: Forge, text: str) -> int:
-    forge.commit({CI: text})
-    run = forge.dispatch()
-    forge.session.commit()
-    return run.number
+from tests.forge_ci.runs.conftest import Forge, job, workflow
+from tests.forge_ci.runs.test_scheduling import _run
 
 
 def test_a_forgiven_failure_lets_dependents_run_and_the_run_pass(forge: Forge) -> None:
