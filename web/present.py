@@ -81,6 +81,9 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
 
 
 def branch(ref: str) -> str:
+    """A ref as people name it: ``main`` for a branch, ``tag v1.0`` for a tag."""
+    if ref.startswith("refs/tags/"):
+        return "tag " + ref.removeprefix("refs/tags/")
     return ref.removeprefix("refs/heads/")
 
 

@@ -66,7 +66,9 @@ def run_show(full_name: str, number: int, as_json: bool) -> None:
     outcome = data["state"] + (f" ({data['conclusion']})" if data["conclusion"] else "")
     click.echo(f"run #{data['number']} of {data['repository']}: {outcome}")
     click.echo(f"workflow: {data['workflow_path']}  event: {data['event_name']}")
-    click.echo(f"commit:   {data['sha']} ({data['ref'].removeprefix('refs/heads/')})")
+    ref = data["ref"].removeprefix("refs/heads/")
+    ref = "tag " + ref.removeprefix("refs/tags/") if ref.startswith("refs/tags/") else ref
+    click.echo(f"commit:   {data['sha']} ({ref})")
     if data["rerun_of"] is not None:
         click.echo(f"rerun of: #{data['rerun_of']}")
     if data.get("reruns"):
@@ -75,6 +77,16 @@ def run_show(full_name: str, number: int, as_json: bool) -> None:
         click.echo(f"waiting:  for concurrency group {data['concurrency_group']}")
     if data["cancel_reason"]:
         click.echo(f"cancel:   {data['cancel_reason']}")
+    for notice in data["notices"]:
+        click.echo(f"notice:   line {notice['line']}: {notice['message']}")
+    for job in data["jobs"]:
+        environment = job["environment"]
+        if environment is not None:
+            url = f" ({environment['url']})" if isinstance(environment.get("url"), str) else ""
+            click.echo(
+                f"environment: {job['key']} deploys to {environment['name']}{url}; "
+                "protection rules are not enforced"
+            )
     rows = [
         {
             "key": job["key"],

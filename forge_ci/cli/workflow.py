@@ -1,7 +1,9 @@
 """``forge-ci workflow``: validate workflow files and print normalized plans.
 
 Exit status: 0 when every file is valid, 1 when any file is invalid, 2 when a file cannot be
-read (one line on stderr names it). Nothing here touches the database or settings.
+read (one line on stderr names it). Notices (what a valid file asks for that forge-ci accepts and
+does not do) are listed under ``notices`` and never change the exit status. Nothing here
+touches the database or settings.
 """
 
 from __future__ import annotations
@@ -40,11 +42,18 @@ def _check(path: str, data: bytes) -> dict[str, Any]:
         parsed = parse_workflow(data, path)
     except WorkflowInvalid as exc:
         errors = [diagnostic.as_dict() for diagnostic in exc.diagnostics]
-        return {"path": path, "valid": False, "errors": errors, "plan_digest": None}
+        return {
+            "path": path,
+            "valid": False,
+            "errors": errors,
+            "notices": [],
+            "plan_digest": None,
+        }
     return {
         "path": path,
         "valid": True,
         "errors": [],
+        "notices": [notice.as_dict() for notice in parsed.notices],
         "plan_digest": plan_digest(build_plan(parsed)),
     }
 
@@ -72,6 +81,9 @@ def validate(as_json: bool, files: tuple[str, ...]) -> None:
                 click.echo(
                     f"{result['path']}:{error['line']}:{error['column']}: {error['message']}"
                 )
+            for notice in result["notices"]:
+                where = f"{result['path']}:{notice['line']}:{notice['column']}"
+                click.echo(f"{where}: notice: {notice['message']}")
     if unreadable:
         raise click.exceptions.Exit(EXIT_REFUSED)
     if not all(result["valid"] for result in results):

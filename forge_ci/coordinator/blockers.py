@@ -29,6 +29,7 @@ from forge_ci.coordinator.providers import normalize_job_labels
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, utcnow
 from forge_ci.repos import RepositoryAccess, repository_access
 from forge_ci.runs.queries import find_run
+from forge_ci.workflow.labels import other_os
 
 #: Contact (a claim or a lease renewal) within this long counts as "recent".
 RECENT_CONTACT = timedelta(minutes=1)
@@ -157,6 +158,15 @@ def _explain(job: QueuedJob, providers: list[Provider], busy: set[int], now: dat
         carried = set().union(*(p.label_set for p in providers))
         missing = ", ".join(sorted(wanted - carried))
         lacking = f"; none has {missing}" if missing else ""
+        foreign = sorted(label for label in wanted if other_os(label))
+        if foreign:
+            return Blocker(
+                "no_such_provider",
+                f"No provider with the labels {_labels(job)} exists: forge-ci providers run "
+                f"Linux containers, and {', '.join(foreign)} selects Windows or macOS. The job "
+                "waits until a provider with these labels is registered; the run's other jobs "
+                "run meanwhile (those that need this one wait with it).",
+            )
         return Blocker(
             "no_matching_labels",
             f"No provider that may run jobs of this repository has every label this job "

@@ -85,6 +85,8 @@ def announcement_lines(
     for event_id in event_ids:
         view = views[event_id]
         branch = view.ref.removeprefix("refs/heads/")
+        if branch.startswith("refs/tags/"):
+            branch = "tag " + branch.removeprefix("refs/tags/")
         if event_id not in decided:
             lines.append(
                 f"forge-ci: the push to {branch} is being processed; its runs will appear at "
@@ -112,6 +114,8 @@ def _decided(view: PushEventView, branch: str, pipelines: str) -> list[str]:
             lines.append(f"forge-ci: {file} is invalid ({count} {problems}): {pipelines}")
         elif outcome.outcome == FAILED:
             lines.append(f"forge-ci: {file} could not start a run: {outcome.detail}")
+        elif outcome.detail.startswith("inert: "):
+            lines.append(f"forge-ci: {file} is {outcome.detail}")
     if not lines:
         lines.append(f"forge-ci: no workflow matched the push to {branch}")
     return lines

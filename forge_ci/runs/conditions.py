@@ -131,3 +131,38 @@ def decide(
     if condition == DEFAULT_CONDITION and not status.success():
         return Decision(False, reason="skipped: an earlier job did not succeed")
     return Decision(False, reason=f"skipped: the condition `{condition}` is false")
+
+
+def forgives(
+    value: Any,
+    *,
+    github: Mapping[str, Any],
+    needs: Mapping[str, NeedsEntry],
+    matrix: Any,
+    strategy: Any,
+) -> tuple[bool, str | None]:
+    """A job's ``continue-on-error`` from its plan entry: ``True``, or ``{"expr": source}``
+    evaluated now (it may read github, needs, matrix and strategy). The second value is why
+    an expression could not be evaluated (it then forgives nothing)."""
+    if value is True:
+        return True, None
+    if not isinstance(value, dict) or not isinstance(value.get("expr"), str):
+        return False, None
+    from forge_ci.workflow.expressions import (
+        ExpressionError,
+        evaluate,
+        is_truthy,
+        parse_expression,
+    )
+
+    contexts = {
+        "github": dict(github),
+        "needs": {name: entry.as_context() for name, entry in needs.items()},
+        "matrix": matrix,
+        "strategy": strategy,
+    }
+    source = value["expr"]
+    try:
+        return is_truthy(evaluate(parse_expression(source), contexts, expression=source)), None
+    except ExpressionError as exc:
+        return False, f"continue-on-error could not be evaluated: {exc}"

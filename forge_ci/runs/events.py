@@ -3,15 +3,21 @@
 A worker calls :func:`process_push_event` for each confirmed event, as often as RQ, the scan and
 retries make it; every decision is recorded, so a replay creates nothing twice::
 
-    event ─► ignored?        tag push, deletion, unchanged ref, not a branch
+    event ─► ignored?        deletion, unchanged ref, not a branch or tag, a tag of no commit
           ─► disabled?       push workflows off, or switched on after this push was recorded
           ─► not_authorized? the pusher is not (any more) an owner/admin/site administrator
           ─► source_missing? the pushed commit is gone (its pin was removed by hand)
           ─► processed:      for each of at most 64 workflow files at the event's commit
                                  invalid      its problems, located
-                                 not_matched  the trigger's reason
+                                 not_matched  the trigger's reason ("inert: release never
+                                              fires on forge-ci" for a file without a
+                                              trigger forge-ci can fire)
                                  run_created  one run, pinned and numbered
                                  failed       a public reason (details only in the log)
+
+A pushed tag runs the workflows of the commit it names (an annotated tag is peeled); the run's
+``github.ref`` is the tag's ref. Notices of a file (what it asks for that forge-ci does not do)
+are recorded with its outcome in ``diagnostics``, as errors are for an invalid file.
 
 Each file is decided and recorded in its own serialized transaction under the repository lock,
 keyed by (event, path), so a crash or a second worker in the middle leaves every file either
@@ -106,13 +112,20 @@ def process_push_event(session: Session, settings: Settings, event_id: int) -> E
         _finish(session, event_id, result, detail, None)
         return EventOutcome(event_id, result, detail)
     git = git_repository(settings, repository)
-    sha = _source(git, event)
-    if sha is None:
+    found = _source(git, event)
+    if found is None:
         detail = f"the pushed commit {event.new_sha[:12]} is no longer in the repository"
         _finish(session, event_id, outcomes.SOURCE_MISSING, detail, None)
         return EventOutcome(event_id, outcomes.SOURCE_MISSING, detail)
+    sha = _peeled(git, found)
+    if sha is None:
+        detail = f"the tag {event.ref} points at no commit, so there is nothing to run"
+        _finish(session, event_id, outcomes.IGNORED, detail, None)
+        return EventOutcome(event_id, outcomes.IGNORED, detail)
+    changed = None
+    if event.ref.startswith("refs/heads/"):  # path filters are not evaluated for tags
+        changed = changed_paths(git, event.ref, event.old_sha, sha, repository.default_branch)
     files = list_workflow_files(git, sha)
-    changed = changed_paths(git, event.ref, event.old_sha, sha, repository.default_branch)
     context = _EventContext(event, repository, sha, changed, Actor.for_user(event.pusher))
     for path in files.paths:
         _process_file(session, settings, git, context, path)
@@ -139,14 +152,13 @@ class _EventContext:
 
 def _refusal(session: Session, event: PushEvent, repository: Repository) -> tuple[str, str] | None:
     ref = event.ref
-    if ref.startswith("refs/tags/"):
-        return outcomes.IGNORED, "tag pushes do not start workflows"
-    if not ref.startswith("refs/heads/"):
-        return outcomes.IGNORED, f"only branch pushes start workflows, not {ref}"
+    if not ref.startswith(("refs/heads/", "refs/tags/")):
+        return outcomes.IGNORED, f"only branch and tag pushes start workflows, not {ref}"
+    kind = "tag" if ref.startswith("refs/tags/") else "branch"
     if is_zero(event.new_sha):
-        return outcomes.IGNORED, "the branch was deleted; there is nothing to run"
+        return outcomes.IGNORED, f"the {kind} was deleted; there is nothing to run"
     if event.old_sha == event.new_sha:
-        return outcomes.IGNORED, "the branch did not change"
+        return outcomes.IGNORED, f"the {kind} did not change"
     if not repository.push_workflows_enabled:
         return outcomes.DISABLED, "push workflows are off for this repository"
     enabled_at = repository.push_workflows_enabled_at
@@ -170,7 +182,8 @@ def _refusal(session: Session, event: PushEvent, repository: Repository) -> tupl
 
 
 def _source(git: pygit2.Repository, event: PushEvent) -> str | None:
-    """The event's exact new commit, as kept by its pin; None when it is gone."""
+    """The event's exact new object (a commit, or a tag object), as kept by its pin; None when
+    it is gone."""
     pin = event.pin_ref
     if pin is not None and pinned_commit(git, pin) == event.new_sha:
         return event.new_sha
@@ -178,7 +191,16 @@ def _source(git: pygit2.Repository, event: PushEvent) -> str | None:
         found = git[event.new_sha]
     except (KeyError, ValueError):
         return None
-    return event.new_sha if isinstance(found, pygit2.Commit) else None
+    return event.new_sha if isinstance(found, pygit2.Commit | pygit2.Tag) else None
+
+
+def _peeled(git: pygit2.Repository, sha: str) -> str | None:
+    """The commit ``sha`` names: itself, or what an annotated tag (chain) points at."""
+    try:
+        target = git[sha].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return str(target.id)
 
 
 def _decide_file(git: pygit2.Repository, context: _EventContext, path: str) -> _FileDecision:
@@ -195,9 +217,10 @@ def _decide_file(git: pygit2.Repository, context: _EventContext, path: str) -> _
         workflow = parse_workflow(blob.data, path)
     except WorkflowInvalid as exc:
         return _FileDecision(outcomes.INVALID, exc.message, [d.as_dict() for d in exc.diagnostics])
+    notices = [notice.as_dict() for notice in workflow.notices] or None
     match = match_push(workflow, context.event.ref, context.changed)
     if not match:
-        return _FileDecision(outcomes.NOT_MATCHED, match.reason)
+        return _FileDecision(outcomes.NOT_MATCHED, match.reason, notices)
     try:
         definition = define_run(
             workflow,
@@ -209,7 +232,7 @@ def _decide_file(git: pygit2.Repository, context: _EventContext, path: str) -> _
         )
     except InvalidInput as exc:
         return _FileDecision(outcomes.INVALID, f"{path}: {exc.message}")
-    return _FileDecision(outcomes.RUN_CREATED, match.reason, definition=definition)
+    return _FileDecision(outcomes.RUN_CREATED, match.reason, notices, definition=definition)
 
 
 def _recorded(session: Session, event_id: int, path: str) -> bool:

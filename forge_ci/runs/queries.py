@@ -61,6 +61,9 @@ class JobView:
     status_reason: str | None
     cancel_requested: bool
     reused: bool
+    #: The deployment environment the job names (kept and shown; protection rules are not
+    #: enforced): ``{"name": ..., "url": ...}`` as in the plan, or None.
+    environment: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, job: Job) -> JobView:
@@ -75,6 +78,7 @@ class JobView:
             status_reason=job.status_reason,
             cancel_requested=job.cancel_requested_at is not None,
             reused=job.reused_from_id is not None,
+            environment=job.definition().get("environment"),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -89,6 +93,7 @@ class JobView:
             "reason": self.status_reason,
             "cancel_requested": self.cancel_requested,
             "reused": self.reused,
+            "environment": self.environment,
         }
 
 
@@ -118,6 +123,9 @@ class RunView:
     jobs: tuple[JobView, ...] = ()
     #: Numbers of the runs that rerun this one, oldest first (empty in lists).
     reruns: tuple[int, ...] = ()
+    #: What the workflow asks for that forge-ci accepts and does not do, from the plan:
+    #: ``{"line", "column", "message"}`` each (empty in lists).
+    notices: tuple[dict[str, Any], ...] = ()
 
     def as_dict(self, with_jobs: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -144,6 +152,7 @@ class RunView:
         }
         if with_jobs:
             data["jobs"] = [job.as_dict() for job in self.jobs]
+            data["notices"] = list(self.notices)
         return data
 
 
@@ -158,13 +167,15 @@ def run_view(
     """``run`` of ``repository`` as people see it, with ``jobs`` (none in lists).
 
     ``with_reruns``: also the numbers of its reruns, so that a run and its reruns link to each
-    other (one more query; lists leave it out).
+    other (one more query; lists leave it out), and the plan's notices (lists defer the plan).
     """
     rerun_of = None
     if run.rerun_of_id is not None:
         rerun_of = session.scalar(select(Run.number).where(Run.id == run.rerun_of_id))
     reruns: tuple[int, ...] = ()
+    notices: tuple[dict[str, Any], ...] = ()
     if with_reruns:
+        notices = tuple(run.plan.get("notices", ()))
         reruns = tuple(
             session.scalars(
                 select(Run.number).where(Run.rerun_of_id == run.id).order_by(Run.number)
@@ -192,6 +203,7 @@ def run_view(
         completed_at=run.completed_at,
         jobs=tuple(JobView.of(job) for job in jobs),
         reruns=reruns,
+        notices=notices,
     )
 
 

@@ -44,6 +44,7 @@ from forge_ci.runs.conditions import (
     DEFAULT_CONDITION,
     NeedsEntry,
     decide,
+    forgives,
     may_run_after_cancel,
     summarize,
 )
@@ -51,6 +52,8 @@ from forge_ci.runs.numbering import lock_repository_runs
 
 #: A failed matrix leg with these conclusions triggers fail-fast.
 FAIL_FAST_CONCLUSIONS = frozenset({states.FAILURE, states.TIMED_OUT, states.LOST})
+#: A job with continue-on-error: true that ends with one of these counts as a success.
+FORGIVABLE_CONCLUSIONS = frozenset({states.FAILURE, states.TIMED_OUT})
 #: What one job may publish as outputs in total (GitHub's limit is 1 MB per job).
 MAX_OUTPUTS_BYTES = 1024 * 1024
 
@@ -359,7 +362,7 @@ def complete_job(
     run = lock_run(session, job.run_id)
     final = _final_conclusion(job, conclusion)
     if job.state == states.COMPLETED:
-        if job.conclusion == final:
+        if job.conclusion == final or _forgiven_before(job, final):
             return job
         raise Conflict(
             f"job {job.key} of run #{run.number} already completed ({job.conclusion}); "
@@ -367,12 +370,47 @@ def complete_job(
         )
     if job.state == states.WAITING:
         raise Conflict(f"job {job.key} of run #{run.number} was never queued")
+    if final in FORGIVABLE_CONCLUSIONS:
+        final, reason = _forgiven(session, run, job, final, reason)
     _record_outputs(job, outputs or {})
     _move(job, states.COMPLETED, now, final, reason)
     if final in FAIL_FAST_CONCLUSIONS:
         _fail_fast(session, run, job, now)
     advance_run(session, run, now)
     return job
+
+
+def _forgiven_before(job: Job, final: str) -> bool:
+    """A replayed failure of a job whose continue-on-error already made it a success."""
+    return (
+        job.conclusion == states.SUCCESS
+        and final in FORGIVABLE_CONCLUSIONS
+        and job.definition().get("continue_on_error") is not None
+        and (job.status_reason or "").endswith("continue-on-error counts it as a success")
+    )
+
+
+def _forgiven(
+    session: Session, run: Run, job: Job, final: str, reason: str | None
+) -> tuple[str, str | None]:
+    """A failed job with continue-on-error counts as a success, as on GitHub (the run passes,
+    and ``needs.<id>.result`` is success); the job's reason says what really happened."""
+    definition = job.definition()
+    value = definition.get("continue_on_error")
+    if value is None:
+        return final, reason
+    forgiven, problem = forgives(
+        value,
+        github=run.context,
+        needs=RunGraph(session, run).needs_context(job),
+        matrix=definition.get("matrix") or {},
+        strategy=definition.get("strategy") or {},
+    )
+    if problem is not None:
+        return final, problem
+    if not forgiven:
+        return final, reason
+    return states.SUCCESS, f"ended with {final}; continue-on-error counts it as a success"
 
 
 def request_job_cancel(session: Session, job: Job, reason: str, now: datetime | None = None) -> Job:

@@ -37,9 +37,16 @@ class WorkflowInvalid(InvalidInput):
 
     code = "workflow_invalid"
 
-    def __init__(self, path: str, diagnostics: list[Diagnostic]) -> None:
+    def __init__(
+        self,
+        path: str,
+        diagnostics: list[Diagnostic],
+        notices: tuple[Diagnostic, ...] = (),
+    ) -> None:
         self.path = path
         self.diagnostics = sorted(diagnostics)
+        #: The notices found before the file was refused (what it would be accepted with).
+        self.notices = notices
         first = self.diagnostics[0] if self.diagnostics else Diagnostic(1, 1, "invalid workflow")
         count = len(self.diagnostics)
         more = f" (and {count - 1} more)" if count > 1 else ""
@@ -57,12 +64,18 @@ class Located(Protocol):
 
 
 class Problems:
-    """Collects diagnostics for one file; the checks of every module report here."""
+    """Collects diagnostics for one file; the checks of every module report here.
+
+    Besides problems it keeps *notices*: what the file asks for that forge-ci accepts but does
+    not do (an event that never fires, a permission no token carries). Notices never make a
+    file invalid; they are listed wherever the file's outcome is shown, so nothing is silent.
+    """
 
     def __init__(self) -> None:
         self._items: list[Diagnostic] = []
         self._seen: set[Diagnostic] = set()
         self._dropped = 0
+        self._notices: dict[str, Diagnostic] = {}
 
     def add(self, line: int, column: int, message: str) -> None:
         """Record a problem at an explicit position (used for text-level problems)."""
@@ -78,6 +91,15 @@ class Problems:
     def at(self, where: Located, message: str) -> None:
         """Record a problem at the position of a YAML node."""
         self.add(where.line, where.column, message)
+
+    def notice(self, where: Located, message: str) -> None:
+        """Record a notice; the same message is kept once, at its first position."""
+        if message not in self._notices and len(self._notices) < MAX_DIAGNOSTICS:
+            self._notices[message] = Diagnostic(max(where.line, 1), max(where.column, 1), message)
+
+    def notices(self) -> tuple[Diagnostic, ...]:
+        """Every notice, ordered by position."""
+        return tuple(sorted(self._notices.values()))
 
     def hint(self, word: str, choices: Iterable[str]) -> str:
         """:func:`did_you_mean`, skipped once no more problems will be kept (it is not free)."""
@@ -104,7 +126,7 @@ class Problems:
     def raise_if_any(self, path: str) -> None:
         """End the parse: raise ``WorkflowInvalid`` when anything was recorded."""
         if self._items:
-            raise WorkflowInvalid(path, self.sorted())
+            raise WorkflowInvalid(path, self.sorted(), self.notices())
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -1,10 +1,11 @@
 """Environment variables of workflows, jobs and steps: names, values and secret references.
 
-The executor owns some names: ``FORGE_CI_``, ``GITHUB_`` and ``RUNNER_`` variables describe the run,
-and a handful of variables make a shell or the dynamic loader run code before the step's own
-script (``BASH_ENV``, ``LD_PRELOAD``...). A workflow that sets them could make the step do
-something its script does not say, so both this parser and the runner refuse them
-(:func:`env_name_problem` is the one rule both use).
+The executor owns some names: ``FORGE_CI_`` and ``RUNNER_`` variables and GitHub's default
+``GITHUB_*`` variables describe the run, and a handful of variables make a shell or the dynamic
+loader run code before the step's own script (``BASH_ENV``, ``LD_PRELOAD``...). A workflow that
+sets them could make the step do something its script does not say, so both this parser and
+the runner refuse them (:mod:`forge_ci.protocol.envnames` is the one rule both use). Other
+``GITHUB_`` names (``GITHUB_TOKEN``, ``GITHUB_CONTEXT``) are ordinary variables, as on GitHub.
 
 Values must be scalars and are kept as their source spelling: ``1.0`` stays "1.0" and ``yes``
 stays "yes". A null value is refused rather than turned into an empty string; write ``''``.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from forge_ci.protocol.envnames import reserved_reason
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, describe, is_null
 from forge_ci.workflow.templates import ExpressionChecker, Scope, SecretRef, Template
@@ -23,10 +25,6 @@ MAX_ENV_ENTRIES = 100
 MAX_ENV_NAME = 255
 #: Resolved values over this size are refused at run creation (seed: 64 KiB).
 MAX_ENV_VALUE_BYTES = 64 * 1024
-
-RESERVED_PREFIXES = ("FORGE_CI_", "GITHUB_", "RUNNER_")
-INJECTION_NAMES = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "NODE_OPTIONS"})
-INJECTION_PREFIXES = ("LD_", "DYLD_")
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -44,13 +42,7 @@ def env_name_problem(name: str) -> str | None:
         return (
             f"'{name}' is not a valid env name (letters, digits and '_', not starting with a digit)"
         )
-    upper = name.upper()
-    for prefix in RESERVED_PREFIXES:
-        if upper.startswith(prefix):
-            return f"env names starting with {prefix} are reserved for the executor ({name})"
-    if upper in INJECTION_NAMES or upper.startswith(INJECTION_PREFIXES):
-        return f"{name} would let the shell or the loader run other code; it cannot be set"
-    return None
+    return reserved_reason(name)
 
 
 def parse_env(

@@ -17,7 +17,7 @@ from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.expressions import ExpressionError
-from forge_ci.workflow.labels import normalize_labels
+from forge_ci.workflow.labels import normalize_labels, other_os
 from forge_ci.workflow.matrix import Strategy, parse_strategy
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 from forge_ci.workflow.permissions import parse_permissions
@@ -43,13 +43,13 @@ JOB_KEYS = (
     "strategy",
     "continue-on-error",
     "permissions",
+    "environment",
     "steps",
 )
 #: GitHub job keys outside the subset, with the reason given to the author.
 UNSUPPORTED_JOB_KEYS = {
     "container": "job containers are not supported; every job runs in the provider's container",
     "services": "service containers are not supported",
-    "environment": "deployment environments are not supported",
     "concurrency": "job-level concurrency is not supported; use the workflow's concurrency",
     "uses": "reusable workflows (jobs.<id>.uses) are not supported",
     "with": "reusable workflows (jobs.<id>.with) are not supported",
@@ -61,6 +61,19 @@ _JOB_IF = frozenset({"github", "needs"})
 _JOB_ENV = frozenset({"github", "needs", "matrix", "strategy"})
 _JOB_OUTPUTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
 _STATIC = frozenset({"matrix", "strategy"})
+_ENVIRONMENT = frozenset({"github", "needs", "matrix", "strategy"})
+#: Evaluated when the job ends (matrix and strategy only: already in the plan).
+_JOB_CONTINUE = _ENVIRONMENT
+_ENVIRONMENT_URL = _ENVIRONMENT | {"steps"}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A job's deployment ``environment``: kept and shown; its protection rules are not
+    enforced (forge-ci has no environments to hold them)."""
+
+    name: Template
+    url: Template | None
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,11 @@ class Job:
     contents: str | None
     steps: tuple[Step, ...]
     instances: tuple[Instance, ...]
+    #: ``continue-on-error``: a failed instance counts as a success (as on GitHub, also for
+    #: ``needs.<id>.result``); a template is one whole expression (github, needs, matrix,
+    #: strategy), decided in the plan when it reads only matrix and strategy, else at the end.
+    continue_on_error: bool | Template = False
+    environment: Environment | None = None
 
 
 def parse_job(
@@ -127,7 +145,7 @@ def parse_job(
     matrix_keys = None
     if strategy is not None and strategy.has_matrix:
         matrix_keys = frozenset(name.lower() for name in strategy.keys)
-    elif "strategy" in node:
+    elif "strategy" in node and strategy is None:
         # The strategy itself is wrong (and reported): do not also report every matrix use.
         matrix_keys = ANY_MATRIX_KEY
     scope = Scope(
@@ -155,14 +173,19 @@ def parse_job(
             else None
         )
         condition = found or condition
+    continue_on_error: bool | Template = False
     if "continue-on-error" in node:
-        value = boolean(node["continue-on-error"], "continue-on-error", problems)
-        if value:
-            problems.at(
-                node["continue-on-error"],
-                "continue-on-error: true is not supported for jobs (only false)",
-            )
-    contents = parse_permissions(node["permissions"], problems) if "permissions" in node else None
+        coe_scope = scope.narrowed("a job's continue-on-error", _JOB_CONTINUE)
+        continue_on_error = _continue_on_error(
+            node["continue-on-error"], coe_scope, checker, problems
+        )
+    environment = None
+    if "environment" in node:
+        step_ids = written_step_ids(node["steps"]) if "steps" in node else frozenset()
+        environment = _environment(node["environment"], scope, step_ids, checker, problems)
+    contents = (
+        parse_permissions(node["permissions"], problems, "job") if "permissions" in node else None
+    )
     steps = parse_steps(node["steps"], scope, checker, problems) if "steps" in node else []
     outputs: dict[str, Template] = {}
     if "outputs" in node:
@@ -204,7 +227,72 @@ def parse_job(
         contents,
         tuple(steps),
         tuple(instances),
+        continue_on_error,
+        environment,
     )
+
+
+def _continue_on_error(
+    node: Node, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> bool | Template:
+    """true, false or one whole expression (decided per instance, or when the job ends)."""
+    if isinstance(node, Scalar) and "${{" in node.value:
+        template = checker.template(node, scope)
+        if template is None:
+            return False
+        if template.whole is None:
+            problems.at(node, "continue-on-error must be true, false or one ${{ }} expression")
+            return False
+        return template
+    return bool(boolean(node, "continue-on-error", problems))
+
+
+def _environment(
+    node: Node,
+    scope: Scope,
+    step_ids: frozenset[str],
+    checker: ExpressionChecker,
+    problems: Problems,
+) -> Environment | None:
+    """``environment: NAME`` or ``{name, url, deployment}``; a notice says it is not enforced
+    (``deployment`` is checked and has nothing to switch off: forge-ci makes no deployments)."""
+    name_node: Node | None = node
+    url_node: Node | None = None
+    if isinstance(node, Mapping):
+        name_node = node.get("name")
+        url_node = node.get("url")
+        for key, value in node.items:
+            if key.value == "deployment":
+                boolean(value, "environment.deployment", problems)
+            elif key.value not in ("name", "url"):
+                hint = problems.hint(key.value, ("name", "url", "deployment"))
+                problems.at(key, f"'{key.value}' is not an environment key{hint}")
+        if name_node is None:
+            problems.at(node, "environment needs a name")
+            return None
+    assert name_node is not None
+    name_scalar = string(name_node, "environment.name", problems)
+    name = (
+        checker.template(name_scalar, scope.narrowed("environment.name", _ENVIRONMENT))
+        if name_scalar is not None
+        else None
+    )
+    url: Template | None = None
+    if url_node is not None:
+        url_scalar = string(url_node, "environment.url", problems)
+        if url_scalar is not None:
+            url_scope = scope.narrowed("environment.url", _ENVIRONMENT_URL, steps=step_ids)
+            url = checker.template(url_scalar, url_scope)
+    if name is None or name_scalar is None:
+        return None
+    if not name_scalar.value.strip():
+        return None  # GitHub reads an empty environment as none
+    problems.notice(
+        name_scalar,
+        f"environment '{name_scalar.value}' is kept and shown; its protection rules are not "
+        "enforced on forge-ci",
+    )
+    return Environment(name, url)
 
 
 def _needs(
@@ -336,6 +424,13 @@ def _labels(
             problems.at(written[index][1], message)
         elif complete:
             problems.at(node, message)
+    for label, where in written:
+        if labels and other_os(label):
+            problems.notice(
+                where,
+                f"runs-on: {label}: no forge-ci provider runs Windows or macOS; the job is "
+                "planned and waits for a provider with its labels, while Linux jobs run",
+            )
     return labels
 
 

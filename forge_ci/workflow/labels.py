@@ -8,7 +8,12 @@ so explicitly and providers are matched on the full list (a provider must have e
     runs-on: ubuntu-24.04             -> [self-hosted, linux, x64, ubuntu-24.04]
     runs-on: ubuntu-24.04-arm         -> refused: only the x64 images have standard names
     runs-on: ubuntu-latest            -> [self-hosted, linux, x64, ubuntu-latest]
-    runs-on: windows-latest / macos   -> refused: forge-ci has no Windows or macOS runners
+    runs-on: windows-latest           -> [windows-latest]: kept as written, with a notice
+    runs-on: [macos-14, arm64]        -> [macos-14, arm64]
+
+forge-ci's own providers run Linux containers, so a Windows or macOS job is planned with its
+labels as written and waits for a provider that has them; the run page and ``run show`` say
+that none does (``forge_ci.coordinator.blockers``), while the run's Linux jobs run.
 
 The standard Ubuntu names keep the image name as an exact capability label, so a provider
 advertises which image it really runs. Labels are compared without regard to case and stored in
@@ -28,6 +33,12 @@ STANDARD_UBUNTU = re.compile(r"ubuntu-(latest|[0-9]{2}\.[0-9]{2})\Z")
 
 _LABEL = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 _OTHER_OS = re.compile(r"(windows|macos|osx|win)(-.*)?\Z")
+
+
+def other_os(label: str) -> bool:
+    """Whether ``label`` selects a Windows or macOS runner (``windows-2022``, ``macOS-latest``)."""
+    return _OTHER_OS.match(label.lower()) is not None
+
 
 #: A refusal: the index of the label it is about in the written list (``None``: the whole list).
 LabelProblem = tuple[int | None, str]
@@ -56,20 +67,14 @@ def normalize_labels(labels: list[str]) -> tuple[list[str], list[LabelProblem]]:
                     f"at most {MAX_LABEL_LENGTH} characters)",
                 )
             )
-        elif _OTHER_OS.match(lowered):
-            problems.append(
-                (
-                    index,
-                    f"'{label}' selects a Windows or macOS runner; forge-ci runs Linux jobs only",
-                )
-            )
         elif lowered in seen:
             problems.append((index, f"the runner label '{label}' is listed twice"))
         else:
             seen.append(lowered)
             first.append(index)
     images = [label for label in seen if STANDARD_UBUNTU.match(label)]
-    if not images:
+    foreign = any(other_os(label) for label in seen)
+    if not images and not foreign:
         # Without a standard image, an ubuntu-* label is a GitHub image forge-ci does not name.
         for index, lowered in zip(first, seen, strict=True):
             if lowered.startswith("ubuntu-"):
@@ -83,5 +88,7 @@ def normalize_labels(labels: list[str]) -> tuple[list[str], list[LabelProblem]]:
     if problems:
         problems.sort(key=lambda item: -1 if item[0] is None else item[0])
         return [], problems
+    if foreign:
+        return seen, []
     head = ["self-hosted", "linux"] + (["x64"] if images else [])
     return head + [label for label in seen if label not in head], []

@@ -49,7 +49,7 @@ class Strategy:
 
 
 def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
-    """Check ``strategy`` and expand its matrix; ``None`` when there is no valid matrix.
+    """Check ``strategy`` and expand its matrix; ``None`` when its matrix is not valid.
 
     A wrong option (``fail-fast``, ``max-parallel``, an unknown key) is reported and the valid
     matrix still comes back, so that the job's matrix references and labels are checked too.
@@ -97,7 +97,8 @@ def parse_strategy(node: Node, problems: Problems) -> Strategy | None:
         else:
             problems.at(key, f"'{name}' is not a strategy key{problems.hint(name, STRATEGY_KEYS)}")
     if not has_matrix:
-        problems.at(node, "strategy needs a matrix")
+        # fail-fast / max-parallel alone (as GitHub allows): one instance, a strategy context.
+        return Strategy((), (), fail_fast, max_parallel, False)
     if expanded is None:
         return None
     return Strategy(tuple(combinations), tuple(keys), fail_fast, max_parallel, has_matrix)

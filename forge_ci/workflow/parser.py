@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
-from forge_ci.workflow.diagnostics import Problems
+from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.graph import check_cycles
 from forge_ci.workflow.jobs import Job, parse_job
@@ -34,10 +34,8 @@ from forge_ci.workflow.values import boolean, string
 MAX_JOBS = 16
 MAX_EXPANDED_JOBS = 256
 MAX_EXPANDED_STEPS = 4096
-TOP_KEYS = ("name", "on", "env", "defaults", "jobs", "concurrency", "permissions")
-UNSUPPORTED_TOP_KEYS = {
-    "run-name": "run-name is not supported; runs are named after the workflow",
-}
+TOP_KEYS = ("name", "run-name", "on", "env", "defaults", "jobs", "concurrency", "permissions")
+UNSUPPORTED_TOP_KEYS: dict[str, str] = {}
 _WORKFLOW_ENV = frozenset({"github"})
 
 
@@ -65,6 +63,8 @@ class Workflow:
     document: Mapping = field(repr=False)
     #: The normalized plan as canonical JSON (``build_plan`` decodes it).
     plan_json: bytes = field(repr=False, compare=False)
+    #: What the file asks for that forge-ci accepts and does not do (also in the plan).
+    notices: tuple[Diagnostic, ...] = ()
 
 
 def build_plan(workflow: Workflow) -> dict[str, Any]:
@@ -106,6 +106,10 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
         if required not in root:
             problems.at(root, f"the workflow needs '{required}'")
     name = _name(root.get("name"), checker, problems)
+    if "run-name" in root:
+        run_name = string(root["run-name"], "run-name", problems)
+        if run_name is not None:
+            problems.notice(run_name, "run-name is not used; runs are named after the workflow")
     triggers = parse_triggers(root["on"], problems) if "on" in root else Triggers()
     env: dict[str, EnvValue] = {}
     if "env" in root:
@@ -132,7 +136,14 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
             "cancel_in_progress": concurrency.cancel_in_progress,
         }
     plan = builder.build(
-        name, triggers.as_plan(), rendered_concurrency, env, defaults, contents, jobs
+        name,
+        triggers.as_plan(),
+        rendered_concurrency,
+        env,
+        defaults,
+        contents,
+        jobs,
+        problems.notices(),
     )
     problems.raise_if_any(path)
     return Workflow(
@@ -147,6 +158,7 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
         tuple(jobs),
         root,
         plan,
+        problems.notices(),
     )
 
 

@@ -13,7 +13,13 @@ downstream needs the YAML again:
         "steps": [{"id": "step_1", "generated_id": true, "name": ..., "uses": null,
                    "run": ..., "shell": null, "working_directory": null,
                    "env": {NAME: text | {"template": [...]} | {"secret": NAME}},
-                   "if": "success()", "continue_on_error": false, "timeout_minutes": null}]}]}
+                   "if": "success()", "continue_on_error": false, "timeout_minutes": null}]}],
+     "notices": [{"line": 4, "column": 3, "message": "release never fires on forge-ci"}]}
+
+Keys that most files do not need are written only when set, so that a file which does not use
+them keeps its plan digest: ``notices`` (what is accepted and not done), and per job
+``continue_on_error`` (true, or ``{"expr": ...}`` decided when the job ends) and
+``environment`` (``{"name": ..., "url": ...}``).
 
 A job instance waits for every instance of each job id in ``needs``. Env is merged per step
 (workflow < job < step), and shell and working directory are resolved the same way. Secrets
@@ -28,7 +34,7 @@ from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
 from forge_ci.workflow.defaults import RunDefaults
-from forge_ci.workflow.diagnostics import Problems
+from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
 from forge_ci.workflow.jobs import Instance, Job
@@ -69,6 +75,7 @@ class PlanBuilder:
         defaults: RunDefaults,
         contents: str | None,
         jobs: list[Job],
+        notices: tuple[Diagnostic, ...] = (),
     ) -> bytes:
         """The plan as canonical JSON; the caller checks ``problems`` afterwards."""
         rendered_jobs: list[dict[str, Any]] = []
@@ -84,6 +91,8 @@ class PlanBuilder:
             "concurrency": concurrency,
             "jobs": rendered_jobs,
         }
+        if notices:
+            plan["notices"] = [notice.as_dict() for notice in notices]
         encoded = plan_bytes(plan)
         if len(encoded) > MAX_PLAN_BYTES:
             self.problems.add(
@@ -107,7 +116,7 @@ class PlanBuilder:
         base_env.update(render_env(job.env, contexts, self._report))
         defaults = workflow_defaults.under(job.defaults)
         outputs = {name: render(t, contexts, self._report) for name, t in job.outputs.items()}
-        return {
+        entry: dict[str, Any] = {
             "key": instance.key,
             "id": job.id,
             "name": instance.name,
@@ -121,6 +130,17 @@ class PlanBuilder:
             "outputs": outputs,
             "steps": [self._step(step, contexts, base_env, defaults) for step in job.steps],
         }
+        if job.continue_on_error is not False:
+            forgive = self._continue_on_error(job.continue_on_error, contexts)
+            if forgive is not False:
+                entry["continue_on_error"] = forgive
+        if job.environment is not None:
+            url = job.environment.url
+            entry["environment"] = {
+                "name": render(job.environment.name, contexts, self._report),
+                "url": render(url, contexts, self._report) if url is not None else None,
+            }
+        return entry
 
     def _step(
         self,

@@ -19,7 +19,15 @@ from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import EnvValue, parse_env
-from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
+from forge_ci.workflow.nodes import (
+    Mapping,
+    Node,
+    Scalar,
+    Sequence,
+    describe,
+    is_null,
+    scalar_type,
+)
 from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
 
@@ -218,7 +226,8 @@ def _step(
         return job_scope.narrowed(where, contexts, steps=earlier, **flags)
 
     name: Template | None = None
-    if "name" in node:
+    # A null name or working-directory means what leaving it out means (GitHub: empty).
+    if "name" in node and not is_null(node["name"]):
         scalar = string(node["name"], "a step name", problems)
         if scalar is not None:
             name = checker.template(scalar, scope("a step name", _NAME_CONTEXTS))
@@ -241,7 +250,7 @@ def _step(
             run = checker.template(scalar, scope("run", _STEP_CONTEXTS))
         if "shell" in node:
             step_shell = read_shell(node["shell"], checker, problems)
-        if "working-directory" in node:
+        if "working-directory" in node and not is_null(node["working-directory"]):
             directory = read_directory(node["working-directory"], checker, problems)
         if "env" in node:
             env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True)

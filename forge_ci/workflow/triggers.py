@@ -1,10 +1,17 @@
 """The ``on`` key: which events start a workflow, and whether one event does.
 
-forge-ci supports four events: ``push`` (branch updates; tag pushes never match),
-``pull_request`` (opened, reopened, synchronize; branch filters match the target branch),
-``workflow_dispatch`` (manual runs, with inputs: :mod:`forge_ci.workflow.dispatch_inputs`) and
-``schedule`` (cron, UTC: :mod:`forge_ci.workflow.cron`). ``on`` may be one event name, a list of
-them, or a mapping from event to its filters.
+forge-ci fires four events: ``push`` (branch and tag updates), ``pull_request`` (opened,
+reopened, synchronize; branch filters match the target branch), ``workflow_dispatch`` (manual
+runs, with inputs: :mod:`forge_ci.workflow.dispatch_inputs`) and ``schedule`` (cron, UTC:
+:mod:`forge_ci.workflow.cron`). ``on`` may be one event name, a list of them, or a mapping from
+event to its filters. Every other event GitHub documents (``release``, ``workflow_run``,
+``workflow_call``...) and the other pull_request activity types are accepted and *inert*: they
+never fire, and each is a notice ("release never fires on forge-ci") wherever the file's outcome
+is shown. A file whose every trigger is inert is valid; it never runs on a push.
+
+Branch and tag filters of ``push`` combine as on GitHub: without either, every branch and tag
+push matches; with only ``branches``/``branches-ignore``, tag pushes do not; with only
+``tags``/``tags-ignore``, branch pushes do not. Path filters are not evaluated for tags.
 
 Matching answers with a :class:`Match` whose ``reason`` is written for the person who wonders why a
 push did or did not start a run. When the changed paths are unknown (``None``: a new branch, a
@@ -20,6 +27,7 @@ from typing import Any
 from forge_ci.workflow.cron import CronSchedule, parse_schedule
 from forge_ci.workflow.diagnostics import Problems, quote_list
 from forge_ci.workflow.dispatch_inputs import DispatchInput, parse_dispatch_inputs
+from forge_ci.workflow.inert import check_inert_options
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 from forge_ci.workflow.patterns import (
     MAX_PATTERNS,
@@ -32,21 +40,36 @@ from forge_ci.workflow.patterns import (
 
 EVENTS = ("push", "pull_request", "workflow_dispatch", "schedule")
 PULL_REQUEST_TYPES = ("opened", "reopened", "synchronize")
-#: GitHub events and pull_request activity types that exist but are not supported: named as
-#: unsupported instead of being suggested as typos.
+#: Every event GitHub documents ("Events that trigger workflows"). Those forge-ci does not fire
+#: (see :data:`INERT_EVENTS`) are accepted and never fire.
 GITHUB_EVENTS = frozenset(
     """branch_protection_rule check_run check_suite create delete deployment deployment_status
-    discussion discussion_comment fork gollum issue_comment issues label merge_group milestone
-    page_build project project_card project_column public pull_request_review
-    pull_request_review_comment pull_request_target registry_package release repository_dispatch
-    status watch workflow_call workflow_run""".split()
+    discussion discussion_comment fork gollum image_version issue_comment issues label
+    merge_group milestone page_build project project_card project_column public pull_request
+    pull_request_comment pull_request_review pull_request_review_comment pull_request_target push
+    registry_package
+    release repository_dispatch schedule status watch workflow_call workflow_dispatch
+    workflow_run""".split()
 )
 GITHUB_PULL_REQUEST_TYPES = frozenset(
     """assigned unassigned labeled unlabeled edited closed converted_to_draft ready_for_review
     locked unlocked review_requested review_request_removed auto_merge_enabled
-    auto_merge_disabled milestoned demilestoned enqueued dequeued""".split()
+    auto_merge_disabled milestoned demilestoned enqueued dequeued stacked""".split()
 )
 FILTER_KEYS = ("branches", "branches-ignore", "paths", "paths-ignore")
+TAG_KEYS = ("tags", "tags-ignore")
+
+
+def inert_events() -> frozenset[str]:
+    """GitHub's events that forge-ci accepts and never fires (all but :data:`EVENTS`)."""
+    return GITHUB_EVENTS - frozenset(EVENTS)
+
+
+def never_fires(names: tuple[str, ...] | list[str]) -> str:
+    """The one-line notice for inert triggers: "release never fires on forge-ci"."""
+    if len(names) == 1:
+        return f"{names[0]} never fires on forge-ci"
+    return f"{', '.join(names[:-1])} and {names[-1]} never fire on forge-ci"
 
 
 @dataclass(frozen=True)
@@ -69,15 +92,17 @@ class Filter:
 
 @dataclass(frozen=True)
 class EventFilters:
-    """The filters of a push or pull_request trigger; ``types`` only for pull_request."""
+    """The filters of a push or pull_request trigger; ``tags`` only for push, ``types`` only
+    for pull_request."""
 
     branches: Filter | None = None
     paths: Filter | None = None
     types: tuple[str, ...] = ()
+    tags: Filter | None = None
 
     def as_plan(self) -> dict[str, Any]:
         plan: dict[str, Any] = {}
-        for item in (self.branches, self.paths):
+        for item in (self.branches, self.tags, self.paths):
             if item is not None:
                 plan[item.key] = item.as_plan()
         if self.types:
@@ -87,13 +112,29 @@ class EventFilters:
 
 @dataclass(frozen=True)
 class Triggers:
-    """The events a workflow listens to; ``None`` means the event does not start it."""
+    """The events a workflow listens to; ``None`` means the event does not start it.
+
+    ``inert`` names the triggers that are accepted but never fire, in file order: GitHub events
+    forge-ci does not fire (``release``) and pull_request activity types it does not report
+    (``pull_request closed``).
+    """
 
     push: EventFilters | None = None
     pull_request: EventFilters | None = None
     workflow_dispatch: bool = False
     dispatch_inputs: tuple[DispatchInput, ...] = ()
     schedule: tuple[CronSchedule, ...] = ()
+    inert: tuple[str, ...] = ()
+
+    @property
+    def fireable(self) -> bool:
+        """Whether any trigger of the file can ever start a run on forge-ci."""
+        return (
+            self.push is not None
+            or self.pull_request is not None
+            or self.workflow_dispatch
+            or bool(self.schedule)
+        )
 
     def as_plan(self) -> dict[str, Any]:
         plan: dict[str, Any] = {}
@@ -109,6 +150,8 @@ class Triggers:
             )
         if self.schedule:
             plan["schedule"] = [{"cron": entry.text} for entry in self.schedule]
+        if self.inert:
+            plan["never_fire"] = list(self.inert)
         return plan
 
 
@@ -151,19 +194,25 @@ def parse_triggers(node: Node, problems: Problems) -> Triggers:
     dispatch = False
     inputs: tuple[DispatchInput, ...] = ()
     schedule: tuple[CronSchedule, ...] = ()
+    inert: list[str] = []
     for name_node, config in events:
         name = name_node.value
-        if name not in EVENTS:
+        if name not in GITHUB_EVENTS:
             problems.at(name_node, _event_refusal(name, problems))
             continue
         if name in seen:
             problems.at(name_node, f"the event '{name}' is listed twice")
             continue
         seen.add(name)
-        if name == "push":
+        if name not in EVENTS:
+            check_inert_options(name, config, problems)
+            inert.append(name)
+            problems.notice(name_node, never_fires([name]))
+        elif name == "push":
             push = _event_filters(name, config, problems)
         elif name == "pull_request":
-            pull_request = _event_filters(name, config, problems)
+            pull_request, never = _pull_request(name_node, config, problems)
+            inert.extend(f"pull_request {kind}" for kind in never)
         elif name == "schedule":
             if config is None:
                 problems.at(
@@ -175,14 +224,31 @@ def parse_triggers(node: Node, problems: Problems) -> Triggers:
             dispatch = True
             if config is not None:
                 inputs = _dispatch_config(config, problems)
-    return Triggers(push, pull_request, dispatch, inputs, schedule)
+    return Triggers(push, pull_request, dispatch, inputs, schedule, tuple(inert))
 
 
 def _event_refusal(name: str, problems: Problems) -> str:
-    supported = "forge-ci supports push, pull_request, workflow_dispatch and schedule"
-    if name in GITHUB_EVENTS:
-        return f"the '{name}' event is not supported; {supported}"
-    return f"'{name}' is not a workflow event{problems.hint(name, EVENTS)} ({supported})"
+    fired = "forge-ci fires push, pull_request, workflow_dispatch and schedule"
+    return f"'{name}' is not a workflow event{problems.hint(name, GITHUB_EVENTS)} ({fired})"
+
+
+def _pull_request(
+    name_node: Scalar, config: Node | None, problems: Problems
+) -> tuple[EventFilters | None, list[str]]:
+    """The pull_request filters, and the activity types it lists that never fire here.
+
+    A trigger whose every type is one forge-ci does not report never fires: it is inert.
+    """
+    filters = _event_filters("pull_request", config, problems)
+    types_node = config.get("types") if isinstance(config, Mapping) else None
+    never: list[str] = []
+    for item in _strings(types_node, "pull_request types", Problems()) if types_node else []:
+        if item.value in GITHUB_PULL_REQUEST_TYPES and item.value not in never:
+            never.append(item.value)
+            problems.notice(item, never_fires([f"pull_request {item.value}"]))
+    if types_node is not None and never and not filters.types:
+        return None, never
+    return filters, never
 
 
 def _dispatch_config(config: Node, problems: Problems) -> tuple[DispatchInput, ...]:
@@ -206,33 +272,28 @@ def _event_filters(event: str, config: Node | None, problems: Problems) -> Event
     if not isinstance(config, Mapping):
         problems.at(config, f"{event} takes a mapping of filters, not {describe(config)}")
         return EventFilters()
-    allowed = FILTER_KEYS + (("types",) if event == "pull_request" else ())
-    branches: Filter | None = None
-    paths: Filter | None = None
+    allowed = FILTER_KEYS + (("types",) if event == "pull_request" else TAG_KEYS)
+    found: dict[str, Filter] = {}
     types: tuple[str, ...] = PULL_REQUEST_TYPES if event == "pull_request" else ()
     for key, value in config.items:
         name = key.value
-        if name in ("tags", "tags-ignore") and event == "push":
-            problems.at(key, f"{name}: tag pushes are not supported; only branch pushes start runs")
-        elif name not in allowed:
+        if name not in allowed:
             problems.at(key, f"'{name}' is not a {event} filter{problems.hint(name, allowed)}")
         elif name == "types":
             types = _types(value, problems)
         else:
             parsed = _filter(name, value, problems)
             kind = name.removesuffix("-ignore")
-            previous = branches if kind == "branches" else paths
+            previous = found.get(kind)
             if previous is not None:
                 problems.at(
                     key,
                     f"{previous.key} and {name} cannot be used together in one event; "
                     f"use {kind} with '!' patterns instead",
                 )
-            elif kind == "branches":
-                branches = parsed
             else:
-                paths = parsed
-    return EventFilters(branches, paths, types)
+                found[kind] = parsed
+    return EventFilters(found.get("branches"), found.get("paths"), types, found.get("tags"))
 
 
 def _strings(node: Node, what: str, problems: Problems) -> list[Scalar]:
@@ -255,16 +316,11 @@ def _types(node: Node, problems: Problems) -> tuple[str, ...]:
             if item.value in types:
                 problems.at(item, f"the type '{item.value}' is listed twice")
             types.append(item.value)
-        elif item.value in GITHUB_PULL_REQUEST_TYPES:
-            problems.at(
-                item,
-                f"pull_request type '{item.value}' is not supported; "
-                "forge-ci supports opened, reopened and synchronize",
-            )
-        else:
-            hint = problems.hint(item.value, PULL_REQUEST_TYPES)
+        elif item.value not in GITHUB_PULL_REQUEST_TYPES:
+            # GitHub's other types are inert (see _pull_request), so no refusal for them.
+            hint = problems.hint(item.value, PULL_REQUEST_TYPES + tuple(GITHUB_PULL_REQUEST_TYPES))
             problems.at(item, f"'{item.value}' is not a pull_request type{hint}")
-    return tuple(types) or PULL_REQUEST_TYPES
+    return tuple(types)
 
 
 def _filter(key: str, node: Node, problems: Problems) -> Filter:
@@ -299,19 +355,40 @@ def _filter(key: str, node: Node, problems: Problems) -> Filter:
 
 
 def match_push(workflow: Any, ref: str, changed_paths: list[str] | None) -> Match:
-    """Whether a push of ``ref`` (``refs/heads/<branch>``) starts ``workflow``.
+    """Whether a push of ``ref`` (``refs/heads/<branch>`` or ``refs/tags/<tag>``) starts it.
 
     ``workflow`` is a parsed :class:`~forge_ci.workflow.Workflow` (anything with ``triggers``).
     """
     triggers: Triggers = workflow.triggers
     if triggers.push is None:
+        if not triggers.fireable and triggers.inert:
+            return Match(False, f"inert: {never_fires(list(triggers.inert))}")
         return Match(False, "the workflow has no push trigger")
-    if ref.startswith("refs/tags/"):
-        return Match(False, f"tag pushes never start workflows ({ref})")
+    push = triggers.push
+    if ref.startswith("refs/tags/") and ref != "refs/tags/":
+        tag = ref.removeprefix("refs/tags/")
+        if push.tags is None and push.branches is not None:
+            return _filters_only("tag", tag, push.branches)
+        outcome = _match_name(push.tags, "tag", tag, "push")
+        if outcome.matched and push.paths is not None:
+            return Match(True, f"{outcome.reason}; path filters are not evaluated for tags")
+        return outcome
     if not ref.startswith("refs/heads/") or ref == "refs/heads/":
-        return Match(False, f"'{ref}' is not a branch")
+        return Match(False, f"'{ref}' is not a branch or a tag")
     branch = ref.removeprefix("refs/heads/")
-    return _match_filters(triggers.push, "push", branch, changed_paths)
+    if push.branches is None and push.tags is not None:
+        return _filters_only("branch", branch, push.tags)
+    return _match_filters(push, "push", branch, changed_paths)
+
+
+def _filters_only(kind: str, name: str, other: Filter) -> Match:
+    """A branch push to a trigger with only tag filters, or the other way round (GitHub's rule)."""
+    return Match(
+        False,
+        f"{kind} '{name}' was pushed, and the push trigger filters only "
+        f"{other.key.removesuffix('-ignore')} "
+        f"({other.written()})",
+    )
 
 
 def match_pull_request(
@@ -323,6 +400,9 @@ def match_pull_request(
     """
     triggers: Triggers = workflow.triggers
     if triggers.pull_request is None:
+        never = [name for name in triggers.inert if name.startswith("pull_request ")]
+        if never:
+            return Match(False, f"inert: {never_fires(never)}")
         return Match(False, "the workflow has no pull_request trigger")
     filters = triggers.pull_request
     if action not in filters.types:
@@ -339,25 +419,10 @@ def _match_filters(
     filters: EventFilters, event: str, branch: str, changed_paths: list[str] | None
 ) -> Match:
     reasons: list[str] = []
-    branch_filter = filters.branches
-    if branch_filter is None:
-        reasons.append(f"{event} on branch '{branch}' (no branch filter)")
-    elif branch_filter.ignore:
-        hit = last_match(branch_filter.patterns, branch)
-        if hit is not None:
-            return Match(
-                False, f"branch '{branch}' matches '{hit.text}' in {branch_filter.written()}"
-            )
-        reasons.append(f"branch '{branch}' is not in {branch_filter.written()}")
-    else:
-        hit = last_match(branch_filter.patterns, branch)
-        if hit is None:
-            return Match(False, f"branch '{branch}' is not in {branch_filter.written()}")
-        if hit.negated:
-            return Match(
-                False, f"branch '{branch}' is excluded by '{hit.text}' in {branch_filter.written()}"
-            )
-        reasons.append(f"branch '{branch}' matches '{hit.text}' in {branch_filter.written()}")
+    outcome = _match_name(filters.branches, "branch", branch, event)
+    if not outcome.matched:
+        return outcome
+    reasons.append(outcome.reason)
     path_filter = filters.paths
     if path_filter is not None:
         outcome = _match_paths(path_filter, changed_paths)
@@ -365,6 +430,23 @@ def _match_filters(
             return outcome
         reasons.append(outcome.reason)
     return Match(True, "; ".join(reasons))
+
+
+def _match_name(name_filter: Filter | None, kind: str, name: str, event: str) -> Match:
+    """Whether a branch or tag ``name`` passes its filter (``None``: no filter, it passes)."""
+    if name_filter is None:
+        return Match(True, f"{event} on {kind} '{name}' (no {kind} filter)")
+    written = name_filter.written()
+    hit = last_match(name_filter.patterns, name)
+    if name_filter.ignore:
+        if hit is not None:
+            return Match(False, f"{kind} '{name}' matches '{hit.text}' in {written}")
+        return Match(True, f"{kind} '{name}' is not in {written}")
+    if hit is None:
+        return Match(False, f"{kind} '{name}' is not in {written}")
+    if hit.negated:
+        return Match(False, f"{kind} '{name}' is excluded by '{hit.text}' in {written}")
+    return Match(True, f"{kind} '{name}' matches '{hit.text}' in {written}")
 
 
 def _match_paths(path_filter: Filter, changed_paths: list[str] | None) -> Match:

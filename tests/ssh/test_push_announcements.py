@@ -38,6 +38,7 @@ jobs:
       - run: make
 """
 BROKEN = "on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux]\n    stepz: []\n"
+INERT = "on: release\njobs:\n  a:\n    runs-on: [self-hosted, linux]\n    steps:\n      - run: x\n"
 
 
 @pytest.fixture
@@ -114,6 +115,18 @@ def test_a_push_prints_the_run_it_started_or_that_no_workflow_matched(
     assert invalid.startswith("remote: forge-ci: broken.yml is invalid (")  # N problems
     assert invalid.endswith(f"): {pipelines}")
     assert created == f"remote: forge-ci: run #2 of ci.yml: {pipelines}/2"
+    # A file with no trigger forge-ci can fire says so in one line; a tag push runs too.
+    stderr, _ = _push(alice, work, {".github/workflows/broken.yml": INERT, "src/a.py": "3\n"})
+    assert _remote_lines(stderr) == [
+        "remote: forge-ci: broken.yml is inert: release never fires on forge-ci",
+        f"remote: forge-ci: run #3 of ci.yml: {pipelines}/3",
+    ]
+    alice.git("tag", "-a", "v1", "-m", "v1", cwd=work)
+    tagged = alice.push(work, "refs/tags/v1").stderr
+    assert _remote_lines(tagged) == [
+        "remote: forge-ci: broken.yml is inert: release never fires on forge-ci",
+        f"remote: forge-ci: run #4 of ci.yml: {pipelines}/4",
+    ]
 
 
 def test_a_push_whose_worker_is_not_running_ends_promptly_saying_where_to_look(

@@ -164,7 +164,14 @@ def test_pushes_start_matching_workflows_and_nothing_else(
     )
     assert _files(feature)["ci.yml"] == ("not_matched", None)
     assert _details(feature)["ci.yml"] == "branch 'feature' is not in branches [main]"
-    assert (tag["result"], tag["detail"]) == ("ignored", "tag pushes do not start workflows")
+    # A tag push is processed; workflows that filter only branches do not run for it.
+    assert tag["result"] == "processed" and _files(tag) == {
+        "ci.yml": ("not_matched", None),
+        "release.yml": ("not_matched", None),
+    }
+    assert _details(tag)["ci.yml"] == (
+        "tag 'v1' was pushed, and the push trigger filters only branches (branches [main])"
+    )
     assert _files(release) == {
         "ci.yml": ("not_matched", None),
         "release.yml": ("run_created", 2),

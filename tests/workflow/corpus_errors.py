@@ -27,18 +27,26 @@ FOLDERS = (
 
 def corpus_errors(root: Path) -> dict[str, list[str]]:
     """``{path relative to root: ["line:column: message", ...]}``; ``[]`` for accepted files."""
-    found: dict[str, list[str]] = {}
+    return {path: errors for path, (errors, _) in corpus_diagnostics(root).items()}
+
+
+def corpus_diagnostics(root: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """Each file's errors and notices (notices are found for refused files too)."""
+    found: dict[str, tuple[list[str], list[str]]] = {}
     for folder in FOLDERS:
         for path in sorted((root / folder).rglob("*")):
             if path.suffix not in (".yml", ".yaml"):
                 continue
             try:
-                parse_workflow(path.read_bytes(), path.name)
+                workflow = parse_workflow(path.read_bytes(), path.name)
             except WorkflowInvalid as exc:
                 errors = [f"{d.line}:{d.column}: {d.message}" for d in exc.diagnostics]
+                notices = exc.notices
             else:
                 errors = []
-            found[path.relative_to(root).as_posix()] = errors
+                notices = workflow.notices
+            listed = [f"{d.line}:{d.column}: {d.message}" for d in notices]
+            found[path.relative_to(root).as_posix()] = (errors, listed)
     return found
 
 

@@ -53,6 +53,7 @@ def test_validate_json(files: dict[str, Path], capsys: pytest.CaptureFixture[str
             "path": str(files["valid"]),
             "valid": True,
             "errors": [],
+            "notices": [],
             "plan_digest": plan_digest(build_plan(parse_workflow(MINIMAL))),
         },
         {
@@ -66,9 +67,43 @@ def test_validate_json(files: dict[str, Path], capsys: pytest.CaptureFixture[str
                 },
                 {"line": 4, "column": 5, "message": "job 'build' needs runs-on"},
             ],
+            "notices": [],
             "plan_digest": None,
         },
     ]
+
+
+INERT = MINIMAL.replace("on: push", "on: [push, release]\npermissions:\n  id-token: write")
+
+
+def test_validate_lists_notices_and_stays_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "inert.yml"
+    path.write_text(INERT)
+    assert main(["workflow", "validate", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == [
+        f"{path}:1:12: notice: release never fires on forge-ci",
+        f"{path}:3:3: notice: this workflow asked for id-token: write; forge-ci grants no such "
+        "token",
+    ]
+    assert main(["workflow", "validate", "--json", str(path)]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["valid"] and result["errors"] == []
+    assert [n["message"] for n in result["notices"]] == [
+        "release never fires on forge-ci",
+        "this workflow asked for id-token: write; forge-ci grants no such token",
+    ]
+
+
+def test_notices_do_not_hide_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "both.yml"
+    path.write_text(INERT.replace("runs-on", "runs_on"))
+    assert main(["workflow", "validate", "--json", str(path)]) == 1
+    (result,) = json.loads(capsys.readouterr().out)
+    assert not result["valid"] and result["notices"] == []
+    assert "'runs_on' is not a job key" in result["errors"][0]["message"]
 
 
 def test_validate_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:

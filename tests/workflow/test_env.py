@@ -37,7 +37,9 @@ def step_env(plan: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
-@pytest.mark.parametrize("name", ["A", "_x", "PATH_2", "lower", "a" * 255])
+@pytest.mark.parametrize(
+    "name", ["A", "_x", "PATH_2", "lower", "a" * 255, "GITHUB_TOKEN", "GITHUB_CONTEXT", "github_x"]
+)
 def test_valid_names(name: str) -> None:
     assert env_name_problem(name) is None
 
@@ -50,8 +52,11 @@ def test_valid_names(name: str) -> None:
         ("A B", "not a valid env name"),
         ("a" * 256, "longer than 255"),
         ("FORGE_CI_TOKEN", "reserved for the executor"),
-        ("GITHUB_TOKEN", "reserved for the executor"),
-        ("github_sha", "reserved for the executor"),
+        ("GITHUB_SHA", "GITHUB_SHA is set by the runner; a workflow cannot override it"),
+        ("github_sha", "is set by the runner"),
+        ("GITHUB_ENV", "is set by the runner"),
+        ("GITHUB_WORKSPACE", "is set by the runner"),
+        ("GITHUB_EVENT_PATH", "is set by the runner"),
         ("RUNNER_TEMP", "reserved for the executor"),
         ("BASH_ENV", "run other code"),
         ("ENV", "run other code"),

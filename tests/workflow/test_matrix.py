@@ -141,13 +141,14 @@ def test_runs_on_from_a_matrix_value_that_is_a_list(plan_of: PlanOf, refuse: Ref
     )
     assert plan["jobs"][0]["runs_on"] == ["self-hosted", "linux", "gpu"]
     diagnostics = refuse(
-        workflow("matrix:\n  os: [ubuntu-latest, windows-latest]", runs_on="${{ matrix.os }}")
+        workflow("matrix:\n  os: [ubuntu-latest, 'a b']", runs_on="${{ matrix.os }}")
     )
     assert diagnostics == [
         Diagnostic(
             4,
             14,
-            "'windows-latest' selects a Windows or macOS runner; forge-ci runs Linux jobs only",
+            "'a b' is not a valid runner label (letters, digits, '.', '_' and '-', at most 64 "
+            "characters)",
         )
     ]
 
@@ -190,7 +191,8 @@ def test_inserted_matrix_values_stay_text_beside_runtime_expressions(plan_of: Pl
         ("fail-fast: yes\nmatrix:\n  v: [1]", "strategy.fail-fast must be true or false"),
         ("max-parallel: 0\nmatrix:\n  v: [1]", "strategy.max-parallel must be at least 1"),
         ("max-parallel: x\nmatrix:\n  v: [1]", "strategy.max-parallel must be a whole number"),
-        ("fail-fast: true", "strategy needs a matrix"),
+        ("fail-fast: maybe", "strategy.fail-fast must be true or false"),
+        ("max-parallel: -1", "strategy.max-parallel must be a whole number"),
         ("matrix:\n  v: [1]\nmatix: {}", 'did you mean "matrix"?'),
     ],
 )

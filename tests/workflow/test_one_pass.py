@@ -17,14 +17,14 @@ Refuse = Callable[[str | bytes], list[Diagnostic]]
 
 
 def test_a_newcomers_file_is_fixed_in_one_round(refuse: Refuse) -> None:
-    # The shape of the real file: actions, a Windows leg, and a matrix key used in a wrong case.
+    # The shape of the real file: actions, a bad runner label, and a matrix key used wrongly.
     text = """\
         on: push
         jobs:
           test:
             strategy:
               matrix:
-                os: [ubuntu-latest, windows-latest]
+                os: [ubuntu-latest, 'windows latest']
                 node: [18, 20]
             runs-on: ${{ matrix.os }}
             steps:
@@ -33,7 +33,7 @@ def test_a_newcomers_file_is_fixed_in_one_round(refuse: Refuse) -> None:
                 name: Test on ${{ matrix.nodes }}
         """
     found = messages(refuse(text))
-    assert "8:14: 'windows-latest' selects a Windows or macOS runner" in found
+    assert "8:14: 'windows latest' is not a valid runner label" in found
     assert "10:15: uses: actions/setup-node@v4 is not supported" in found
     assert "the matrix has no key 'nodes'" in found
 
@@ -88,13 +88,13 @@ def test_a_job_with_a_refused_id_is_still_checked(refuse: Refuse) -> None:
             steps:
               - run: echo a
           Build:
-            runs-on: windows-latest
+            runs-on: 'windows latest'
             steps:
               - run: echo b
         """
     found = messages(refuse(text))
     assert "7:3: the job id 'Build' is already used (line 3)" in found
-    assert "8:14: 'windows-latest' selects a Windows or macOS runner" in found
+    assert "8:14: 'windows latest' is not a valid runner label" in found
 
 
 def test_a_strategy_option_error_leaves_the_matrix_checked(refuse: Refuse) -> None:
@@ -105,14 +105,14 @@ def test_a_strategy_option_error_leaves_the_matrix_checked(refuse: Refuse) -> No
             strategy:
               fail-fast: off
               matrix:
-                os: [windows-latest]
+                os: ['windows latest']
             runs-on: ${{ matrix.os }}
             steps:
               - run: echo ${{ matrix.OSes }}
         """
     found = messages(refuse(text))
     assert "5:18: strategy.fail-fast must be true or false, not 'off'" in found
-    assert "8:14: 'windows-latest' selects a Windows or macOS runner" in found
+    assert "8:14: 'windows latest' is not a valid runner label" in found
     assert "the matrix has no key 'OSes'" in found
 
 
@@ -142,9 +142,9 @@ def test_a_refused_actions_env_and_if_are_checked(refuse: Refuse) -> None:
               - uses: actions/setup-node@v4
                 if: github.event.pull_request.draft == false
                 env:
-                  GITHUB_TOKEN: x
+                  GITHUB_SHA: x
         """
     found = messages(refuse(text))
     assert "6:15: uses: actions/setup-node@v4 is not supported" in found
     assert "github.event is not available" in found
-    assert "9:11: env names starting with GITHUB_ are reserved for the executor" in found
+    assert "9:11: GITHUB_SHA is set by the runner; a workflow cannot override it" in found

@@ -136,11 +136,12 @@ def test_plan_over_one_mebibyte_is_refused(refuse: Refuse, plan_of: PlanOf) -> N
 
 def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
     text = MINIMAL.replace("runs-on: self-hosted", "runs_on: self-hosted\n    timeout-minutes: 0")
-    text = text.replace("on: push", "on: [push, schedule]")
+    text = text.replace("on: push", "on: [push, shedule]")
     text += "      - uses: actions/setup-node@v4\n"
     diagnostics = refuse(text)
     assert messages(diagnostics).splitlines() == [
-        "1:12: schedule needs a list of cron entries (- cron: '0 5 * * *')",
+        "1:12: 'shedule' is not a workflow event; did you mean \"schedule\"? (forge-ci fires "
+        "push, pull_request, workflow_dispatch and schedule)",
         "4:5: 'runs_on' is not a job key; did you mean \"runs-on\"?",
         "4:5: job 'build' needs runs-on",
         "5:22: timeout-minutes must be a whole number of minutes from 1 through 360, not '0'",

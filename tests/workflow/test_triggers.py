@@ -58,19 +58,19 @@ def test_forms_declare_the_same_triggers(accept: Accept) -> None:
     ("on", "expected"),
     [
         ("on: schedule", "schedule needs a list of cron entries"),
-        ("on: [push, release]", "the 'release' event is not supported"),
         ("on: pusj", "'pusj' is not a workflow event; did you mean \"push\"?"),
         ("on: [push, push]", "the event 'push' is listed twice"),
         ("on: []", "'on' lists no event"),
         ("on: {}", "'on' lists no event"),
         ("on:", "'on' needs push, pull_request, workflow_dispatch or schedule"),
-        ("on:\n  push:\n    tags: [v*]", "tags: tag pushes are not supported"),
+        ("on: [push, relase]", "'relase' is not a workflow event; did you mean \"release\"?"),
+        ("on:\n  push:\n    tags: [v1]\n    tags-ignore: [v2]", "tags and tags-ignore cannot"),
+        ("on:\n  push:\n    tags: ['[v']", "invalid pattern '[v' in tags"),
+        ("on:\n  push:\n    tags-ignore: ['!v1']", "'!' patterns belong in tags"),
+        ("on:\n  pull_request:\n    tags: [v1]", "'tags' is not a pull_request filter"),
         ("on:\n  push:\n    branch: [main]", 'did you mean "branches"?'),
         ("on:\n  push:\n    types: [opened]", "'types' is not a push filter"),
-        (
-            "on:\n  pull_request:\n    types: [closed]",
-            "pull_request type 'closed' is not supported",
-        ),
+        ("on:\n  pull_request:\n    types: [close]", 'did you mean "closed"?'),
         ("on:\n  pull_request:\n    types: [open]", 'did you mean "opened"?'),
         ("on:\n  pull_request:\n    types: []", "pull_request types must not be empty"),
         (
@@ -96,21 +96,22 @@ def test_refused_triggers(refuse: Refuse, on: str, expected: str) -> None:
 
 
 def test_trigger_errors_are_located(refuse: Refuse) -> None:
-    diagnostics = refuse(with_on("on:\n  push:\n    branches: [main, '[bad']\n    tags: [v1]"))
-    assert [(d.line, d.column) for d in diagnostics] == [(3, 22), (4, 5)]
+    diagnostics = refuse(with_on("on:\n  push:\n    branches: [main, '[bad']\n    tags: ['[v']"))
+    assert [(d.line, d.column) for d in diagnostics] == [(3, 22), (4, 12)]
 
 
 def push_workflow(accept: Accept, filters: str) -> Workflow:
     return accept(with_on("on:\n  push:\n" + filters))
 
 
-def test_push_without_filters_matches_every_branch_but_no_tag(accept: Accept) -> None:
+def test_push_without_filters_matches_every_branch_and_tag(accept: Accept) -> None:
     workflow = accept(with_on("on: push"))
     assert match_push(workflow, "refs/heads/main", None).matched
     assert match_push(workflow, "refs/heads/feature/x", []).matched
     result = match_push(workflow, "refs/tags/v1", None)
-    assert result == Match(False, "tag pushes never start workflows (refs/tags/v1)")
+    assert result == Match(True, "push on tag 'v1' (no tag filter)")
     assert not match_push(workflow, "refs/pull/1/head", None).matched
+    assert not match_push(workflow, "refs/tags/", None).matched
     assert not match_push(workflow, "refs/heads/", None).matched
 
 

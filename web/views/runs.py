@@ -46,12 +46,17 @@ def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
     def job_href(job: JobDetail) -> str:
         return hrefs[job.id]
 
+    environments = {view.key: view.environment for view in details.run.jobs if view.environment}
+
     return {
         "repo": access.repository,
         "details": details,
         "run": details.run,
         "jobs": details.jobs,
         "notes": {job.id: job_note(job, blockers.get(job.id), waiting) for job in details.jobs},
+        "job_environments": {
+            job.id: environments[job.key] for job in details.jobs if job.key in environments
+        },
         "run_note": run_note(details),
         "graph": dependency_graph(details.jobs, job_href),
         "job_href": job_href,

@@ -13,10 +13,10 @@ each) with GitHub's syntax::
 is an error that fails the step, naming the file and line. ``GITHUB_PATH`` holds one directory
 per line, prepended to ``PATH`` for later steps (the last line written comes first).
 
-``GITHUB_ENV`` may not set reserved names (the executor's ``FORGE_CI_*``, ``GITHUB_*`` and
-``RUNNER_*``, ``PATH`` (use ``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables
-that make a shell or the loader run other code, as in workflow ``env``). The values are text:
-nothing in them is evaluated.
+``GITHUB_ENV`` may not set reserved names: the executor's ``FORGE_CI_*`` and ``RUNNER_*``,
+GitHub's default ``GITHUB_*`` variables (:mod:`forge_ci.protocol.envnames`), ``PATH`` (use
+``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables that make a shell or the loader
+run other code, as in workflow ``env``. The values are text: nothing in them is evaluated.
 
 ``::set-output``, ``::set-env``, ``::add-path`` and the other ``::`` workflow commands printed
 to the log are *not* interpreted; these files are the only channel.
@@ -28,27 +28,16 @@ import os
 import re
 from dataclasses import dataclass
 
+from forge_ci.protocol.envnames import reserved_reason
+
 MAX_FILE_BYTES = 1024 * 1024
 #: Total size of the names and values the job's steps added to the environment.
 MAX_ENV_BYTES = 1024 * 1024
 MAX_PATH_ENTRIES = 100
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 _OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}\Z")
-_RESERVED_PREFIXES = ("FORGE_CI_", "GITHUB_", "RUNNER_", "LD_", "DYLD_")
-_RESERVED_NAMES = frozenset(
-    {
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "NODE_OPTIONS",
-        "PATH",
-        "HOME",
-        "TMPDIR",
-        "CI",
-        "FORGE_CI",
-    }
-)
+#: Besides the workflow rule (forge_ci.protocol.envnames): what the runner itself sets.
+_RESERVED_NAMES = frozenset({"PATH", "HOME", "TMPDIR", "CI", "FORGE_CI"})
 
 
 class FileCommandError(Exception):
@@ -57,8 +46,7 @@ class FileCommandError(Exception):
 
 def reserved_env_name(name: str) -> bool:
     """Whether ``name`` belongs to the executor (compared without regard to case)."""
-    upper = name.upper()
-    return upper in _RESERVED_NAMES or upper.startswith(_RESERVED_PREFIXES)
+    return name.upper() in _RESERVED_NAMES or reserved_reason(name) is not None
 
 
 def _read(path: str, what: str) -> str:

@@ -219,3 +219,58 @@ def test_scheduled_workflows_switch(cli: Cli) -> None:
         "repo", "scheduled-workflows", "alice/nope", "on"
     )
     assert "repository alice/nope not found" in cli.refused("repo", "schedules", "alice/nope")
+
+
+MIXED = """\
+name: CI
+on: [workflow_dispatch, release]
+permissions:
+  id-token: write
+jobs:
+  test:
+    strategy:
+      matrix:
+        os: [ubuntu-latest, windows-latest]
+    runs-on: ${{ matrix.os }}
+    environment:
+      name: staging
+      url: https://staging.example
+    steps:
+      - run: make test
+"""
+
+
+def test_run_show_lists_notices_environments_and_that_no_windows_provider_exists(
+    cli: Cli, tmp_path: Path
+) -> None:
+    cli.ok("user", "add", "alice", "--no-password")
+    cli.ok("repo", "create", "alice/demo")
+    _commit(cli, {CI: MIXED})
+    token = tmp_path / "token"
+    token.write_text("b" * 64 + "\n")
+    cli.ok("provider", "create", "--name", "p1", "--token-file", str(token), "--labels",
+           "self-hosted,linux,x64,ubuntu-latest", "--scope", "all")  # fmt: skip
+    cli.ok("run", "dispatch", "alice/demo", "--branch", "main", "--workflow", CI)
+    text = cli.ok("run", "show", "alice/demo", "1")
+    assert "notice:   line 2: release never fires on forge-ci" in text
+    assert (
+        "notice:   line 4: this workflow asked for id-token: write; forge-ci grants no such token"
+    ) in text
+    assert "line 10: runs-on: windows-latest: no forge-ci provider runs Windows or macOS" in text
+    assert (
+        "environment: test (windows-latest) deploys to staging (https://staging.example); "
+        "protection rules are not enforced"
+    ) in text
+    shown = json.loads(cli.ok("run", "show", "alice/demo", "1", "--json"))
+    linux, windows = shown["jobs"]
+    assert linux["runs_on"] == ["self-hosted", "linux", "x64", "ubuntu-latest"]
+    assert linux["blocker"]["code"] != "no_such_provider"
+    # Refused to run anywhere it cannot: the Windows leg waits, and says why.
+    assert windows["runs_on"] == ["windows-latest"] and windows["state"] == "queued"
+    assert windows["blocker"]["code"] == "no_such_provider"
+    assert "No provider with the labels windows-latest exists" in windows["reason"]
+    assert windows["environment"] == {"name": "staging", "url": "https://staging.example"}
+    assert [n["message"] for n in shown["notices"]][:2] == [
+        "release never fires on forge-ci",
+        "this workflow asked for id-token: write; forge-ci grants no such token",
+    ]

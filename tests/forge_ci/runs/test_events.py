@@ -36,7 +36,8 @@ ON_MAIN = workflow(job("build") + job("test", needs="build"), on="\n  push:\n   
 ON_SRC = workflow(job("src"), on="\n  push:\n    paths: ['src/**']")
 ON_RELEASE = workflow(job("rel"), on="\n  push:\n    branches: ['release/*']")
 DISPATCH_ONLY = workflow(job("manual"))
-GITHUB_ONLY = "on: schedule\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: x\n"
+GITHUB_ONLY = "on: release\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: x\n"
+TYPO = GITHUB_ONLY.replace("release", "relase")
 
 
 def _event(
@@ -117,6 +118,7 @@ def test_each_workflow_file_gets_an_outcome_and_matching_ones_a_run(forge: Forge
             WF + "release.yml": ON_RELEASE,
             WF + "manual.yml": DISPATCH_ONLY,
             WF + "github.yml": GITHUB_ONLY,
+            WF + "typo.yml": TYPO,
             WF + "notes.txt": "not a workflow",
             "src/app.py": "print('hi')\n",
         }
@@ -124,7 +126,7 @@ def test_each_workflow_file_gets_an_outcome_and_matching_ones_a_run(forge: Forge
     event_id = _event(forge, sha)
     outcome = _process(forge, event_id)
     assert outcome.result == "processed" and outcome.runs == (1, 2)
-    assert outcome.detail == f"5 workflow files inspected at {sha[:12]}; runs created: #1, #2"
+    assert outcome.detail == f"6 workflow files inspected at {sha[:12]}; runs created: #1, #2"
     found = _outcomes(forge, event_id)
     assert found["main.yml"] == (
         "run_created",
@@ -144,11 +146,19 @@ def test_each_workflow_file_gets_an_outcome_and_matching_ones_a_run(forge: Forge
         None,
     )
     assert found["manual.yml"] == ("not_matched", "the workflow has no push trigger", None)
-    assert found["github.yml"][0] == "invalid"
-    assert "the 'schedule' event is not supported" in found["github.yml"][1]
-    diagnostics = forge.session.scalar(
+    # A file with no trigger forge-ci can fire is inert, not invalid; its notice is kept.
+    assert found["github.yml"] == ("not_matched", "inert: release never fires on forge-ci", None)
+    notices = forge.session.scalar(
         select(PushEventWorkflow.diagnostics).where(
             PushEventWorkflow.workflow_path == WF + "github.yml"
+        )
+    )
+    assert notices == [{"line": 1, "column": 5, "message": "release never fires on forge-ci"}]
+    assert found["typo.yml"][0] == "invalid"
+    assert "'relase' is not a workflow event" in found["typo.yml"][1]
+    diagnostics = forge.session.scalar(
+        select(PushEventWorkflow.diagnostics).where(
+            PushEventWorkflow.workflow_path == WF + "typo.yml"
         )
     )
     assert diagnostics and diagnostics[0]["line"] == 1
@@ -223,13 +233,14 @@ def test_a_half_processed_event_is_completed_without_duplicates(forge: Forge) ->
 @pytest.mark.parametrize(
     ("ref", "new", "old", "detail"),
     [
-        ("refs/tags/v1", "commit", ZERO, "tag pushes do not start workflows"),
+        ("refs/tags/v1", ZERO, "commit", "the tag was deleted; there is nothing to run"),
+        ("refs/tags/v1", "commit", "commit", "the tag did not change"),
         ("refs/heads/main", ZERO, "commit", "the branch was deleted; there is nothing to run"),
         ("refs/heads/main", "commit", "commit", "the branch did not change"),
-        ("refs/notes/commits", "commit", ZERO, "only branch pushes start workflows"),
+        ("refs/notes/commits", "commit", ZERO, "only branch and tag pushes start workflows"),
     ],
 )
-def test_tags_deletions_and_unchanged_refs_create_no_runs(
+def test_deletions_unchanged_refs_and_other_refs_create_no_runs(
     forge: Forge, ref: str, new: str, old: str, detail: str
 ) -> None:
     _enable(forge)

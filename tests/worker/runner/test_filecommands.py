@@ -78,8 +78,9 @@ def test_a_removed_file_means_no_commands(tmp_path: Path) -> None:
         "HOME",
         "TMPDIR",
         "CI",
-        "GITHUB_TOKEN",
+        "GITHUB_ENV",
         "github_sha",
+        "GITHUB_WORKSPACE",
         "FORGE_CI_X",
         "RUNNER_TEMP",
         "BASH_ENV",
@@ -99,6 +100,9 @@ def test_reserved_names_cannot_be_set(tmp_path: Path, name: str) -> None:
 def test_ordinary_names_are_not_reserved() -> None:
     assert not reserved_env_name("MY_PATH")
     assert not reserved_env_name("GITHUBX")
+    # GitHub's rule: GITHUB_ names the runner does not set are ordinary variables.
+    assert not reserved_env_name("GITHUB_TOKEN")
+    assert not reserved_env_name("GITHUB_CONTEXT")
     assert not reserved_env_name("CIRCLE")
 
 

@@ -201,6 +201,35 @@ def test_reserved_names_and_bad_file_commands_fail_the_step(forge: Forge) -> Non
     assert "/tmp/evil" not in forge.log(claimed.attempt_id, "after")
 
 
+def test_github_names_the_runner_does_not_set_are_ordinary_variables(forge: Forge) -> None:
+    steps = """\
+      - id: set
+        env:
+          GITHUB_CONTEXT: from-the-workflow
+        run: |
+          echo "$GITHUB_CONTEXT"
+          echo "GITHUB_TOKEN_NOTE=from-a-step" >> "$GITHUB_ENV"
+      - id: read
+        run: echo "$GITHUB_TOKEN_NOTE"
+      - id: override
+        run: echo "GITHUB_SHA=0000" >> "$GITHUB_ENV"
+      - id: after
+        if: always()
+        run: echo "$GITHUB_SHA"
+"""
+    claimed, finished = forge.run_job(workflow(steps))
+    assert finished.returncode == 1, finished
+    assert forge.log(claimed.attempt_id, "set") == "from-the-workflow\n"
+    assert forge.log(claimed.attempt_id, "read") == "from-a-step\n"
+    # Refused: a variable the runner sets cannot be overridden.
+    assert forge.steps(claimed.attempt_id)["override"] == ("completed", "failure", 1)
+    assert "GITHUB_ENV: GITHUB_SHA is reserved" in forge.log(
+        claimed.attempt_id, "override", "stderr"
+    )
+    sha = claimed.assignment["contexts"]["github"]["sha"]
+    assert forge.log(claimed.attempt_id, "after") == f"{sha}\n"
+
+
 def test_the_environment_is_built_from_scratch(forge: Forge) -> None:
     steps = """\
       - id: env
