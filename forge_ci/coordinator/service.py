@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
+from forge_ci.coordinator import action_sources, attempts, claims, logs, secrets, sources, steps
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
@@ -212,6 +212,25 @@ class Coordinator:
             raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
         try:
             return sources.build_archive(target), status
+        except SourceRefused as error:
+            raise AttemptRefused(error, status) from None
+
+    def action_source(
+        self, token: str | None, attempt_id: int, index: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The tree of the run's ``index``-th action as a ``tar`` (:mod:`.action_sources`)."""
+        settings = self.settings
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> action_sources.ActionTarget | str:
+            return action_sources.locate_action(session, settings, attempt, request, index, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        if isinstance(target, str):
+            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+        try:
+            return action_sources.build_action_archive(target), status
         except SourceRefused as error:
             raise AttemptRefused(error, status) from None
 
