@@ -384,3 +384,39 @@ def test_mirror_refresh_keeps_tags_unless_pruned(forge: Forge, tmp_path: Path) -
         mirror_repository(
             forge.session, forge.settings, OPERATOR, "mirrors/inner", f"file://{tmp_path}/missing"
         )
+
+
+def test_push_records_an_unresolvable_action_as_a_diagnostic(forge: Forge, tmp_path: Path) -> None:
+    from forge_ci.models import PushEventWorkflow
+    from forge_ci.repos import set_push_workflows
+    from tests.forge_ci.runs.test_events import _event, _process
+
+    set_push_workflows(forge.session, OPERATOR, "alice/demo", True)
+    forge.session.commit()
+    action_repo(forge, tmp_path, "inner", {"action.yml": INNER})
+    text = uses_workflow("uses: alice/inner@v1").replace("workflow_dispatch", "push")
+    good = forge.commit({".github/workflows/good.yml": text, CI: text.replace("@v1", "@v9")})
+    outcome = _process(forge, _event(forge, good))
+    assert outcome.runs == (1,)
+    row = forge.session.scalar(
+        select(PushEventWorkflow).where(PushEventWorkflow.workflow_path == CI)
+    )
+    assert row is not None and row.outcome == "invalid" and row.run_id is None
+    assert row.diagnostics is not None
+    (diagnostic,) = row.diagnostics
+    assert (diagnostic["line"], diagnostic["column"]) == (7, 15)
+    assert diagnostic["message"].startswith("uses: alice/inner@v9 cannot be resolved; looked in: ")
+    assert forge.run(1).actions["references"] == {  # type: ignore[index]
+        "alice/inner@v1": f"{tag_commit(forge, 'alice/inner', 'v1')}:"
+    }
+
+
+def test_dispatch_refusal_is_exit_status_2_with_the_reference(forge: Forge, tmp_path: Path) -> None:
+    from forge_ci.cli.common import EXIT_REFUSED
+    from forge_ci.errors import InvalidInput
+
+    forge.commit({CI: uses_workflow("uses: nobody/nothing@v1")})
+    with pytest.raises(InvalidInput) as caught:
+        forge.dispatch()
+    assert caught.value.http_status == 400 and EXIT_REFUSED == 2
+    assert "uses: nobody/nothing@v1 cannot be resolved" in caught.value.message
