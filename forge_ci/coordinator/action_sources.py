@@ -29,11 +29,10 @@ import pygit2
 from pygit2.enums import FileMode
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator.attempts import cancel_attempt, requester_refusal, require_execution
-from forge_ci.coordinator.errors import CancelRequested, SourceRefused
-from forge_ci.coordinator.sources import SourceArchive
+from forge_ci.coordinator.errors import SourceRefused
+from forge_ci.coordinator.sources import SourceArchive, live_job
 from forge_ci.gitstore import repository_path
-from forge_ci.models import Attempt, Job, Repository
+from forge_ci.models import Attempt, Repository
 from forge_ci.protocol import SourceRequest
 from forge_ci.runs.actions import (
     MAX_ACTION_FILES,
@@ -67,19 +66,11 @@ def locate_action(
     now: datetime,
 ) -> ActionTarget | str:
     """The action tree ``attempt`` may read, or why its requester may no longer run code."""
-    require_execution(attempt, request.execution_id)
-    if attempt.cancel_requested_at is not None:
-        raise CancelRequested(
-            f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "
-            "of fetching an action"
-        )
-    job = session.get(Job, attempt.job_id)
-    assert job is not None
+    live = live_job(session, attempt, request, now, "an action")
+    if isinstance(live, str):
+        return live
+    job = live
     run = job.run
-    refusal = requester_refusal(session, run)
-    if refusal is not None:
-        cancel_attempt(session, attempt, refusal, now)
-        return refusal
     snapshot = run.actions or {}
     entries = snapshot.get("actions") or {}
     ordered = sorted(entries)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import re
 import subprocess
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pygit2
 
-from forge_ci.gitstore import INTERNAL_REF_PREFIX
+from forge_ci.gitstore import INTERNAL_REF_PREFIX, clean_git_environment
 
 ACTION_PIN_PREFIX = INTERNAL_REF_PREFIX + "actions/"
 FETCH_SECONDS = 120.0
@@ -64,16 +63,9 @@ def peel_commit(git: pygit2.Repository, oid: pygit2.Oid | str) -> str | None:
 
 
 def _environment(home: str) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": home,
-        "LANG": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "/bin/false",
-        "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
-    }
+    environment = clean_git_environment(home)
+    environment.update({"GIT_ASKPASS": "/bin/false", "GIT_SSH_COMMAND": "ssh -o BatchMode=yes"})
+    return environment
 
 
 @contextmanager

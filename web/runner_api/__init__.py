@@ -152,14 +152,8 @@ def claims() -> Response:
 _ACTIONS = ("start", "heartbeat", "steps", "logs", "complete")
 
 
-@blueprint.post("/attempts/<attempt_id>/source.tar")
-@_api
-def source_archive(attempt_id: str) -> Response:
-    """The pinned commit as a tar, for a running attempt bound to the asking runner."""
-    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
-    token = _token()
-    parsed = _body("source")
-    archive, _ = _coordinator().source(token, number, parsed)
+def _tar_response(archive: Any) -> Response:
+    """An archive (``SourceArchive``) streamed as ``application/x-tar``, never cached."""
     response = Response(
         wrap_file(request.environ, archive.file),
         mimetype="application/x-tar",
@@ -170,6 +164,17 @@ def source_archive(attempt_id: str) -> Response:
     response.headers["X-Forge-CI-Commit"] = archive.sha
     response.call_on_close(archive.file.close)
     return response
+
+
+@blueprint.post("/attempts/<attempt_id>/source.tar")
+@_api
+def source_archive(attempt_id: str) -> Response:
+    """The pinned commit as a tar, for a running attempt bound to the asking runner."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().source(token, number, parsed)
+    return _tar_response(archive)
 
 
 @blueprint.post("/attempts/<attempt_id>/actions/<index>.tar")
@@ -182,16 +187,7 @@ def action_archive(attempt_id: str, index: str) -> Response:
     token = _token()
     parsed = _body("source")
     archive, _ = _coordinator().action_source(token, number, int(index), parsed)
-    response = Response(
-        wrap_file(request.environ, archive.file),
-        mimetype="application/x-tar",
-        direct_passthrough=True,
-    )
-    response.content_length = archive.size
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Forge-CI-Commit"] = archive.sha
-    response.call_on_close(archive.file.close)
-    return response
+    return _tar_response(archive)
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

@@ -59,9 +59,7 @@ def _running(forge: Source) -> tuple[Assignment, str]:
         dispatch_run(session, forge.settings, forge.owner, "o/r", "main", CI)
         session.commit()
     token = new_token()
-    result = forge.coordinator.claim(
-        forge.provider_token, ClaimRequest(new_request_id(), token, 0)
-    )
+    result = forge.coordinator.claim(forge.provider_token, ClaimRequest(new_request_id(), token, 0))
     assert result.assignment is not None
     forge.coordinator.start(token, result.assignment.attempt_id, StartRequest(EXECUTION))
     return result.assignment, token
