@@ -420,3 +420,20 @@ def test_dispatch_refusal_is_exit_status_2_with_the_reference(forge: Forge, tmp_
         forge.dispatch()
     assert caught.value.http_status == 400 and EXIT_REFUSED == 2
     assert "uses: nobody/nothing@v1 cannot be resolved" in caught.value.message
+
+
+def test_the_action_snapshot_cannot_be_changed(forge: Forge, tmp_path: Path) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    action_repo(forge, tmp_path, "inner", {"action.yml": INNER})
+    forge.commit({CI: uses_workflow("uses: alice/inner@v1")})
+    run = forge.dispatch()
+    forge.session.commit()
+    with pytest.raises(ValueError, match="actions is part of the immutable snapshot"):
+        run.actions = {}
+    forge.session.rollback()
+    for value in ("'{}'", "NULL"):
+        with pytest.raises(DBAPIError, match="snapshot of a run"):
+            forge.session.execute(text(f"UPDATE runs SET actions = {value} WHERE id = {run.id}"))
+        forge.session.rollback()
