@@ -323,6 +323,8 @@ def check_action_tree(git: pygit2.Repository, tree: pygit2.Tree, text: str) -> l
             path = prefix + name
             if name.lower() == ".git":
                 raise ActionProblem(f"action {text}: its tree holds {path!r}; .git is reserved")
+            if name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name:
+                raise ActionProblem(f"action {text}: its tree holds the path {path!r}")
             mode = entry.filemode
             if mode == FileMode.TREE:
                 stack.append((path + "/", git[entry.id].peel(pygit2.Tree)))

@@ -437,3 +437,29 @@ def test_the_action_snapshot_cannot_be_changed(forge: Forge, tmp_path: Path) -> 
         with pytest.raises(DBAPIError, match="snapshot of a run"):
             forge.session.execute(text(f"UPDATE runs SET actions = {value} WHERE id = {run.id}"))
         forge.session.rollback()
+
+
+def test_a_traversal_path_in_the_action_tree_refuses_it(forge: Forge) -> None:
+    import pygit2
+    from pygit2.enums import ObjectType
+
+    from forge_ci.repos import create_repository
+
+    create_repository(forge.session, forge.settings, OPERATOR, "alice/trav")
+    forge.session.commit()
+    git = pygit2.Repository(str(repository_path(forge.settings.repositories_dir, "alice", "trav")))
+    action = git.create_blob(INNER.encode())
+    evil = git.create_blob(b"owned\n")
+    # libgit2 will not build such a tree; a hand-written tree object can still hold one.
+    raw = b"".join(
+        mode + b" " + name + b"\0" + oid.raw
+        for mode, name, oid in ((b"100644", b"..", evil), (b"100644", b"action.yml", action))
+    )
+    tree = git.odb.write(ObjectType.TREE, raw)
+    signature = pygit2.Signature("A", "a@example.com")
+    commit = git.create_commit(None, signature, signature, "evil", tree, [])
+    git.references.create("refs/tags/v1", commit)
+    forge.commit({CI: uses_workflow("uses: alice/trav@v1")})
+    with pytest.raises(WorkflowInvalid) as caught:
+        forge.dispatch()
+    assert "action alice/trav@v1: its tree holds the path '..'" in str(caught.value)
