@@ -79,6 +79,11 @@ def _locked(cache: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def git_reachable(url: str, seconds: float) -> str | None:
+    """None when ``git ls-remote`` can read ``url``, else why not (nothing is written)."""
+    return _run_git("ls-remote", ["--heads", "--", url], seconds)
+
+
 def git_fetch(
     git_dir: Path,
     url: str,
@@ -90,26 +95,23 @@ def git_fetch(
 ) -> str | None:
     """Run ``git fetch``; None on success, else the last line of why it failed."""
     config = [item for setting in extra_config or [] for item in ("-c", setting)]
-    with tempfile.TemporaryDirectory(prefix="forge-ci-fetch-") as home:
+    arguments = ["--quiet", "--no-tags", "--no-write-fetch-head", *(options or [])]
+    return _run_git(
+        "fetch",
+        [*arguments, "--", url, *refspecs],
+        seconds,
+        prefix=[f"--git-dir={git_dir}", "-c", "fetch.fsckObjects=true", *config],
+    )
+
+
+def _run_git(
+    verb: str, arguments: list[str], seconds: float, prefix: list[str] | None = None
+) -> str | None:
+    command = ["git", *(prefix or []), "-c", "protocol.file.allow=always", verb, *arguments]
+    with tempfile.TemporaryDirectory(prefix="forge-ci-git-") as home:
         try:
             done = subprocess.run(
-                [
-                    "git",
-                    f"--git-dir={git_dir}",
-                    "-c",
-                    "protocol.file.allow=always",
-                    "-c",
-                    "fetch.fsckObjects=true",
-                    *config,
-                    "fetch",
-                    "--quiet",
-                    "--no-tags",
-                    "--no-write-fetch-head",
-                    *(options or []),
-                    "--",
-                    url,
-                    *refspecs,
-                ],
+                command,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 env=_environment(home),
@@ -118,13 +120,13 @@ def git_fetch(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return f"git fetch took longer than {seconds:g} seconds"
+            return f"git {verb} took longer than {seconds:g} seconds"
     if done.returncode == 0:
         return None
     lines = [
         line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()
     ]
-    return (lines[-1] if lines else f"git fetch failed with status {done.returncode}")[:300]
+    return (lines[-1] if lines else f"git {verb} failed with status {done.returncode}")[:300]
 
 
 def fetch_action(

@@ -27,7 +27,7 @@ from forge_ci.locks import repository_lock
 from forge_ci.models import Repository, User
 from forge_ci.names import split_full_name
 from forge_ci.repos import create_repository
-from forge_ci.runs.action_cache import git_fetch
+from forge_ci.runs.action_cache import git_fetch, git_reachable
 from forge_ci.settings import ACTION_SOURCE_SCHEMES, Settings
 
 MIRROR_SECONDS = 600.0
@@ -71,6 +71,10 @@ def mirror_repository(
             "absolute path)"
         )
     owner_name, name = split_full_name(full_name)
+    # Checked before anything is created: a mistyped URL leaves no empty repository behind.
+    problem = git_reachable(url, MIRROR_SECONDS)
+    if problem is not None:
+        raise InvalidInput(f"cannot mirror {full_name} from {url}: {problem}")
     created_owner = False
     owner = session.scalar(select(User).where(User.name == owner_name))
     if owner is None:

@@ -384,6 +384,14 @@ def test_mirror_refresh_keeps_tags_unless_pruned(forge: Forge, tmp_path: Path) -
         mirror_repository(
             forge.session, forge.settings, OPERATOR, "mirrors/inner", f"file://{tmp_path}/missing"
         )
+    with pytest.raises(Exception, match="cannot mirror mirrors/other"):
+        mirror_repository(
+            forge.session, forge.settings, OPERATOR, "mirrors/other", f"file://{tmp_path}/missing"
+        )
+    from forge_ci.models import Repository
+
+    names = {r.name for r in forge.session.scalars(select(Repository))}
+    assert "other" not in names  # a failed first mirror leaves no empty repository
 
 
 def test_push_records_an_unresolvable_action_as_a_diagnostic(forge: Forge, tmp_path: Path) -> None:
