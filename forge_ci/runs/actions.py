@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 from forge_ci.authz import Actor, role_in
 from forge_ci.gitstore import open_repository, repository_path
 from forge_ci.models import Repository, User
+from forge_ci.protocol import ActionMetadata, ProtocolError
 from forge_ci.runs.action_cache import fetch_action, peel_commit, pin_action
 from forge_ci.settings import Settings
 
@@ -201,6 +202,11 @@ class Resolver:
         name, data = _metadata_file(found.git, tree, text, where)
         check_action_tree(found.git, tree, text)
         parsed = parse_action_metadata(data, text, where + name)
+        try:
+            # What the runner will be sent must parse: refused here, never at claim time.
+            ActionMetadata.from_json(parsed.metadata, "metadata")
+        except ProtocolError as exc:
+            raise ActionProblem(f"action {text}: {where}{name}: {exc}") from None
         self.actions[key] = {
             "reference": text,
             "repository": found.repository,

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from forge_ci.protocol import CHECKOUT as CHECKOUT
+from forge_ci.protocol.steps import INPUT_NAME_RE
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
 from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
@@ -364,6 +365,13 @@ def _inputs(
             )
             continue
         seen[key.value.lower()] = key
+        if not INPUT_NAME_RE.fullmatch(key.value):
+            problems.at(
+                key,
+                f"'{key.value}' is not an input name: use letters, digits, '_', '-', '.' and "
+                "spaces, starting with a letter, digit or '_' (at most 100 characters)",
+            )
+            continue
         if isinstance(value, Scalar) and value.plain and scalar_type(value) == "null":
             value = Scalar("", "'", value.line, value.column, value.index, value.end_index)
         scalar = string(value, f"with.{key.value}", problems)

@@ -94,6 +94,7 @@ def test_builtin_checkout(plan_of: PlanOf, uses: str) -> None:
         ("uses: o/r@v1\nwith: [a]", "with must be a mapping of o/r@v1's inputs"),
         ("uses: o/r@v1\nwith:\n  a: 1\n  A: 2", "input names are compared without regard"),
         ("uses: o/r@v1\nwith:\n  a: ${{ secrets.X }}", "secrets can only be used as a whole"),
+        ("uses: o/r@v1\nwith:\n  -x: 1", "'-x' is not an input name"),
         ("uses: ${{ matrix.action }}", "expressions are not allowed in uses"),
         ("run: echo a\nuses: forge-ci/checkout@v1", "either run or uses, not both"),
         ("name: nothing", "a step needs run"),

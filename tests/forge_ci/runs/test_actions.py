@@ -320,6 +320,10 @@ def test_rerun_keeps_the_pinned_commit_after_force_push_and_gc(
             "bytes; the limit is 65536",
         ),
         ({"README": "no metadata\n"}, "there is no action.yml (or action.yaml)"),
+        (
+            {"action.yml": "name: x\ninputs:\n  '-bad': {}\nruns: {using: node20, main: a.js}\n"},
+            "is not a valid input name",
+        ),
     ],
 )
 def test_bad_actions_refuse_the_run(
