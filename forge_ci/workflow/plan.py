@@ -136,6 +136,7 @@ class PlanBuilder:
                 "generated_id": step.generated_id,
                 "name": name if name is not None else "Checkout",
                 "uses": CHECKOUT,
+                "with": dict(step.checkout_inputs),
                 "run": None,
                 "shell": None,
                 "working_directory": None,

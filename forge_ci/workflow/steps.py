@@ -2,8 +2,9 @@
 
 A step either runs a script (``run`` with optional ``shell``, ``working-directory``, ``env``,
 ``if``, ``continue-on-error``, ``timeout-minutes``) or is the built-in checkout (``uses:
-forge-ci/checkout@v1``, or ``actions/checkout@<ref>`` without inputs, which means the same thing).
-No action code is ever downloaded, so every other ``uses`` is refused by name.
+forge-ci/checkout@v1``, or ``actions/checkout@<ref>``, which means the same thing) whose ``with``
+inputs :mod:`forge_ci.workflow.checkout` reads. No action code is ever downloaded, so every other
+``uses`` is refused by name.
 
 Steps without an ``id`` get ``step_<n>`` (n is the 1-based position), moved aside with a suffix
 when an explicit id already took that name, so generated ids never collide with written ones.
@@ -12,9 +13,10 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from forge_ci.protocol import CHECKOUT as CHECKOUT
+from forge_ci.workflow.checkout import parse_checkout_with
 from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
 from forge_ci.workflow.diagnostics import Problems
@@ -36,7 +38,7 @@ STEP_KEYS = (
     "continue-on-error",
     "timeout-minutes",
 )
-CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes")
+CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes", "with")
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _STEP_CONTEXTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
@@ -60,6 +62,8 @@ class Step:
     continue_on_error: bool | Template
     timeout_minutes: int | None
     node: Mapping
+    #: The checkout's normalized inputs (see :mod:`forge_ci.workflow.checkout`); empty otherwise.
+    checkout_inputs: dict[str, str] = field(default_factory=dict)
 
 
 def id_problem(text: str) -> str | None:
@@ -199,8 +203,11 @@ def _step(
         # Reported, and the rest of the step is still checked: a misspelt 'run' is named below.
         problems.at(node, "a step needs run (a script) or uses: forge-ci/checkout@v1")
     uses: str | None = None
+    checkout_inputs: dict[str, str] = {}
     if uses_node is not None:
-        uses = _uses(node, uses_node, checker, problems)
+        uses = _uses(uses_node, checker, problems)
+        if uses is not None:
+            checkout_inputs = parse_checkout_with(uses, node.get("with"), checker, problems)
     for key, _ in node.items:
         written = key.value
         if written in STEP_KEYS:
@@ -275,10 +282,11 @@ def _step(
         continue_on_error,
         timeout,
         node,
+        checkout_inputs=checkout_inputs,
     )
 
 
-def _uses(step: Mapping, node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
+def _uses(node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
     scalar = string(node, "uses", problems)
     text = checker.literal(scalar, "uses") if scalar is not None else None
     if scalar is None or text is None:
@@ -295,18 +303,6 @@ def _uses(step: Mapping, node: Node, checker: ExpressionChecker, problems: Probl
                 f"{CHECKOUT} (no action is downloaded)",
             )
         return None
-    inputs = step.get("with")
-    if inputs is not None:
-        if isinstance(inputs, Mapping) and inputs.items:
-            for key, _ in inputs.items:
-                problems.at(
-                    key,
-                    f"with.{key.value} is not supported: the built-in checkout ({text}) takes "
-                    "no inputs",
-                )
-        else:
-            where = step.key_node("with") or inputs
-            problems.at(where, f"the built-in checkout ({text}) takes no inputs; remove 'with'")
     return text
 
 
