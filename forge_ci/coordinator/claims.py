@@ -108,6 +108,8 @@ def _wire_step(step: dict[str, Any]) -> AssignmentStep:
         condition=step.get("if") or "success()",
         continue_on_error=step.get("continue_on_error", False),
         timeout_minutes=step.get("timeout_minutes") or 0,
+        action=step.get("action") or "",
+        inputs=dict(step.get("with") or {}),
     )
 
 

@@ -9,7 +9,11 @@ the same functions, so they cannot drift apart. One module per channel::
       ^
     api           provider/runner -> server: requests to /-/runner-api/v1, AttemptStatus
       ^
-    assignment    server -> runner on claim: Assignment, AssignmentStep, claim_body
+    steps         a step of the plan (a job's or a composite action's): AssignmentStep
+      ^
+    actions       the actions a job may run, with their metadata: Action, ActionMetadata
+      ^
+    assignment    server -> runner on claim: Assignment, claim_body
       ^
     runner_input  provider -> runner: the envelope on the runner's standard input
 
@@ -28,6 +32,16 @@ Encoding rules (``docs/runner-protocol.md`` is the reference for runner authors)
 
 from __future__ import annotations
 
+from forge_ci.protocol.actions import (
+    ACTION_KINDS,
+    COMPOSITE,
+    NODE_RUNTIMES,
+    Action,
+    ActionInput,
+    ActionMetadata,
+    ActionRuns,
+    action_key,
+)
 from forge_ci.protocol.api import (
     API_PREFIX,
     ATTEMPT_CONCLUSIONS,
@@ -91,6 +105,14 @@ from forge_ci.protocol.runner_input import (
 )
 
 __all__ = [
+    "ACTION_KINDS",
+    "Action",
+    "ActionInput",
+    "ActionMetadata",
+    "ActionRuns",
+    "COMPOSITE",
+    "NODE_RUNTIMES",
+    "action_key",
     "API_PREFIX",
     "ASSIGNMENT_VERSION",
     "ATTEMPT_CONCLUSIONS",
