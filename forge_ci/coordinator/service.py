@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
+from forge_ci.coordinator import attempts, bundles, claims, logs, secrets, sources, steps
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
@@ -212,6 +212,28 @@ class Coordinator:
             raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
         try:
             return sources.build_archive(target), status
+        except SourceRefused as error:
+            raise AttemptRefused(error, status) from None
+
+    def source_bundle(
+        self, token: str | None, attempt_id: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The checkout step's commit and history as a ``git bundle`` (see :mod:`.bundles`).
+
+        Checked like :meth:`source`, in the attempt's transaction; the bundle is made after it.
+        """
+        directory = self.settings.repositories_dir
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> bundles.BundleTarget | str:
+            return bundles.locate_bundle(session, directory, attempt, request, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        if isinstance(target, str):
+            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+        try:
+            return bundles.build_bundle(target), status
         except SourceRefused as error:
             raise AttemptRefused(error, status) from None
 

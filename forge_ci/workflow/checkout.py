@@ -12,7 +12,8 @@ the plan's ``with`` object, which always carries every key::
     clean         "true"  empty the target directory first (false: keep untracked files)
     fetch-tags    "false" also fetch the tags on the fetched history (fetch-depth 0 always does)
 
-``persist-credentials`` is accepted (there are no credentials to persist), ``submodules`` and
+``persist-credentials`` is accepted and kept in ``with`` only when written (there are no
+credentials to persist; the runner says so in the step's log), ``submodules`` and
 ``lfs`` only as false, ``sparse-checkout`` is refused, and every other input is refused with the
 list of supported ones. Values are literal: expressions are not evaluated in checkout inputs.
 """
@@ -81,8 +82,9 @@ def parse_checkout_with(
         if text is None:
             continue
         if name in ACCEPTED:
-            if _boolean(value, text, name, problems) is None:
-                continue
+            flag = _boolean(value, text, name, problems)
+            if flag is not None:
+                inputs[name] = "true" if flag else "false"  # the runner shows a notice
         elif name in ONLY_FALSE:
             if _BOOLEANS.get(text.strip(), True):
                 problems.at(
