@@ -21,7 +21,16 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator import action_sources, attempts, claims, logs, secrets, sources, steps
+from forge_ci.coordinator import (
+    action_sources,
+    attempts,
+    bundles,
+    claims,
+    logs,
+    secrets,
+    sources,
+    steps,
+)
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
@@ -223,6 +232,28 @@ class Coordinator:
 
         target, status = self._attempt_request(token, attempt_id, operation)
         return _archive(target, status, action_sources.build_action_archive)
+
+    def source_bundle(
+        self, token: str | None, attempt_id: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The checkout step's commit and history as a ``git bundle`` (see :mod:`.bundles`).
+
+        Checked like :meth:`source`, in the attempt's transaction; the bundle is made after it.
+        """
+        directory = self.settings.repositories_dir
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> bundles.BundleTarget | str:
+            return bundles.locate_bundle(session, directory, attempt, request, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        if isinstance(target, str):
+            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+        try:
+            return bundles.build_bundle(target), status
+        except SourceRefused as error:
+            raise AttemptRefused(error, status) from None
 
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:

@@ -202,18 +202,34 @@ def build_archive(
 def _run_git_archive(
     target: SourceTarget, out: IO[bytes], deadline: float, seconds: float, limit: int
 ) -> int:
+    command = [
+        "git",
+        f"--git-dir={target.repository_dir}",
+        # 0644 / 0755 whatever the repository's configuration says.
+        "-c",
+        "tar.umask=0022",
+        "archive",
+        "--format=tar",
+        target.sha,
+    ]
+    return stream_git(command, out, deadline, seconds, limit, "source archive")
+
+
+def stream_git(
+    command: list[str],
+    out: IO[bytes],
+    deadline: float,
+    seconds: float,
+    limit: int,
+    what: str,
+) -> int:
+    """Run git ``command`` (no user or system configuration) and copy its output to ``out``.
+
+    At most ``limit`` bytes, until ``deadline`` (monotonic); else SourceRefused naming ``what``.
+    """
     with tempfile.TemporaryDirectory(prefix="forge-ci-git-") as home:
         process = subprocess.Popen(
-            [
-                "git",
-                f"--git-dir={target.repository_dir}",
-                # 0644 / 0755 whatever the repository's configuration says.
-                "-c",
-                "tar.umask=0022",
-                "archive",
-                "--format=tar",
-                target.sha,
-            ],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -232,7 +248,7 @@ def _run_git_archive(
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     refusal = SourceRefused(
-                        f"making the source archive took longer than {seconds:g} seconds"
+                        f"making the {what} took longer than {seconds:g} seconds"
                     )
                     break
                 for key, _ in selector.select(remaining):
@@ -248,7 +264,7 @@ def _run_git_archive(
                     size += len(data)
                     if size > limit:
                         refusal = SourceRefused(
-                            f"the source archive is larger than {limit} bytes (64 MiB)"
+                            f"the {what} is larger than {limit} bytes ({limit // 2**20} MiB)"
                         )
                         break
                     out.write(data)
@@ -266,5 +282,5 @@ def _run_git_archive(
         if status != 0:
             first = errors.decode("utf-8", "replace").strip().splitlines()[:1]
             detail = f": {first[0][:200]}" if first else ""
-            raise SourceRefused(f"git archive failed with status {status}{detail}")
+            raise SourceRefused(f"git ({what}) failed with status {status}{detail}")
         return size

@@ -118,6 +118,7 @@ class Resolver:
         self.sha = sha
         self.references: dict[str, str] = {}
         self.actions: dict[str, dict[str, Any]] = {}
+        self.first_seen: dict[str, tuple[int, int]] = {}
 
     def resolve(self, path: str, uses: list[_Use]) -> dict[str, Any]:
         """The snapshot for ``uses`` (an empty one when there are none); WorkflowInvalid."""
@@ -137,6 +138,7 @@ class Resolver:
                 except (ActionProblem, ActionInvalid) as exc:
                     problems.append(Diagnostic(use.line, use.column, str(exc)))
                     continue
+                self.first_seen.setdefault(key, (use.line, use.column))
                 if nested and use.depth + 1 > MAX_NESTING:
                     problems.append(
                         Diagnostic(
@@ -170,6 +172,16 @@ class Resolver:
             for step in entry["metadata"]["runs"]["steps"]:
                 if step["uses"]:
                     step["action"] = self.references[step["uses"]]
+        for key, entry in self.actions.items():
+            try:
+                # What the runner will be sent must parse: refused here, never at claim time.
+                ActionMetadata.from_json(entry["metadata"], "metadata")
+            except ProtocolError as exc:
+                line, column = self.first_seen[key]
+                message = f"action {entry['reference']}: its metadata cannot be sent: {exc}"
+                problems.append(Diagnostic(line, column, message))
+        if problems:
+            raise WorkflowInvalid(path, problems)
         if not self.actions:
             return {}
         return {
@@ -202,11 +214,6 @@ class Resolver:
         name, data = _metadata_file(found.git, tree, text, where)
         check_action_tree(found.git, tree, text)
         parsed = parse_action_metadata(data, text, where + name)
-        try:
-            # What the runner will be sent must parse: refused here, never at claim time.
-            ActionMetadata.from_json(parsed.metadata, "metadata")
-        except ProtocolError as exc:
-            raise ActionProblem(f"action {text}: {where}{name}: {exc}") from None
         self.actions[key] = {
             "reference": text,
             "repository": found.repository,

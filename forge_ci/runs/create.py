@@ -2,8 +2,9 @@
 
 The order matters (seed: "Persistence and Authorization")::
 
-    repository lock ──► BEGIN (serialized) ──► recheck authorization ──► pin commit under
-    refs/forge-ci/pipelines/<token> ──► next number ──► insert run + jobs ──► admit (group,
+    repository lock ──► BEGIN (serialized) ──► recheck authorization ──► resolve checkout refs
+    (:mod:`forge_ci.runs.checkouts`) ──► pin commit under refs/forge-ci/pipelines/<token> (and
+    the checkouts' other commits beside it) ──► next number ──► insert run + jobs ──► admit (group,
     roots queued/skipped) ──► COMMIT ──► release lock
                           any failure: ROLLBACK, delete the pins made, re-raise
 
@@ -31,6 +32,7 @@ from forge_ci.errors import NotFound
 from forge_ci.locks import repository_lock
 from forge_ci.models import Job, JobDependency, Repository, Run, utcnow
 from forge_ci.runs.actions import Resolver, action_uses
+from forge_ci.runs.checkouts import pin_checkouts, resolve_checkouts
 from forge_ci.runs.definition import RunDefinition
 from forge_ci.runs.numbering import next_run_number
 from forge_ci.runs.pins import create_pin, delete_pin
@@ -89,8 +91,10 @@ class RunCreation:
         # Rechecked here, after the git reads and under the lock: a demoted or deactivated
         # requester creates nothing.
         require_run_creator(session, actor, repository)
+        definition = resolve_checkouts(self.git, definition, repository.full_name)
         pin = create_pin(self.git, definition.sha)
         self.pins.append(pin)
+        self.pins.extend(pin_checkouts(self.git, definition, pin))
         now = utcnow()
         run = Run(
             repository_id=repository.id,

@@ -16,7 +16,8 @@ downstream needs the YAML again:
                    "if": "success()", "continue_on_error": false, "timeout_minutes": null}]}]}
 
 An action step has ``"uses"`` (the reference as written), ``"with"`` (input -> value) and no
-``run``/``shell``/``working_directory``; run and checkout steps have no ``"with"``.
+``run``/``shell``/``working_directory``; the checkout's ``"with"`` holds its normalized inputs
+(:mod:`forge_ci.workflow.checkout`, every key present); run steps have no ``"with"``.
 
 A job instance waits for every instance of each job id in ``needs``. Env is merged per step
 (workflow < job < step), and shell and working directory are resolved the same way. Secrets
@@ -139,6 +140,7 @@ class PlanBuilder:
                 "generated_id": step.generated_id,
                 "name": name if name is not None else "Checkout",
                 "uses": CHECKOUT,
+                "with": dict(step.checkout_inputs),
                 "run": None,
                 "shell": None,
                 "working_directory": None,

@@ -2,7 +2,8 @@
 
 A step either runs a script (``run`` with optional ``shell``, ``working-directory``, ``env``,
 ``if``, ``continue-on-error``, ``timeout-minutes``), is the built-in checkout (``uses:
-forge-ci/checkout@v1``, or ``actions/checkout@<ref>``), or uses an action (``OWNER/REPO@REF``,
+forge-ci/checkout@v1``, or ``actions/checkout@<ref>``, whose ``with`` inputs
+:mod:`forge_ci.workflow.checkout` reads), or uses an action (``OWNER/REPO@REF``,
 ``OWNER/REPO/PATH@REF``, ``./PATH``; see ``actions``) with ``with`` inputs, ``env``, ``if``,
 ``continue-on-error`` and ``timeout-minutes``. Which commit an action reference means is decided
 at run creation, and so is the check of ``with`` against the action's inputs.
@@ -14,11 +15,12 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from forge_ci.protocol import CHECKOUT as CHECKOUT
 from forge_ci.protocol.steps import INPUT_NAME_RE
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
+from forge_ci.workflow.checkout import parse_checkout_with
 from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
 from forge_ci.workflow.diagnostics import Problems
@@ -40,7 +42,7 @@ STEP_KEYS = (
     "continue-on-error",
     "timeout-minutes",
 )
-CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes")
+CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes", "with")
 ACTION_KEYS = (
     "id",
     "name",
@@ -79,6 +81,8 @@ class Step:
     action: str | None = None
     #: An action step's ``with``: input name as written -> value.
     inputs: dict[str, Template] | None = None
+    #: The checkout's normalized inputs (see :mod:`forge_ci.workflow.checkout`); empty otherwise.
+    checkout_inputs: dict[str, str] = field(default_factory=dict)
 
 
 def id_problem(text: str) -> str | None:
@@ -219,8 +223,11 @@ def _step(
         problems.at(node, "a step needs run (a script) or uses: forge-ci/checkout@v1")
     uses: str | None = None
     action: str | None = None
+    checkout_inputs: dict[str, str] = {}
     if uses_node is not None:
-        uses, action = _uses(node, uses_node, checker, problems)
+        uses, action = _uses(uses_node, checker, problems)
+        if uses is not None:
+            checkout_inputs = parse_checkout_with(uses, node.get("with"), checker, problems)
     for key, _ in node.items:
         written = key.value
         if written in STEP_KEYS:
@@ -302,11 +309,12 @@ def _step(
         node,
         action,
         inputs,
+        checkout_inputs,
     )
 
 
 def _uses(
-    step: Mapping, node: Node, checker: ExpressionChecker, problems: Problems
+    node: Node, checker: ExpressionChecker, problems: Problems
 ) -> tuple[str | None, str | None]:
     """``(checkout, None)`` for the built-in checkout, ``(None, reference)`` for an action."""
     scalar = string(node, "uses", problems)
@@ -326,18 +334,6 @@ def _uses(
             problems.at(scalar, str(exc))
             return None, None
         return None, text
-    inputs = step.get("with")
-    if inputs is not None:
-        if isinstance(inputs, Mapping) and inputs.items:
-            for key, _ in inputs.items:
-                problems.at(
-                    key,
-                    f"with.{key.value} is not supported: the built-in checkout ({text}) takes "
-                    "no inputs",
-                )
-        else:
-            where = step.key_node("with") or inputs
-            problems.at(where, f"the built-in checkout ({text}) takes no inputs; remove 'with'")
     return text, None
 
 

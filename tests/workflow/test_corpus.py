@@ -23,7 +23,8 @@ from forge_ci_testing.corpus import corpus_root
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
 
 LINUX_ONLY = "forge-ci runs Linux jobs only"
-CHECKOUT_INPUTS = "takes no inputs"
+SUBMODULES = "the built-in checkout takes only submodules: false"
+CHECKOUT_UNKNOWN = "is not supported by the built-in checkout"
 GITHUB_FIELDS = "is not available; forge-ci provides github.repository"
 PR_TYPES = "is not supported; forge-ci supports opened, reopened and synchronize"
 TAGS = "tag pushes are not supported"
@@ -56,10 +57,6 @@ PROFILED_INSIDE_BUT_REFUSED = {
         "ReactiveX_RxSwift_.github_workflows_podspecs.yml": LINUX_ONLY,
         "alacritty_alacritty_.github_workflows_ci.yml": LINUX_ONLY,
         "alacritty_alacritty_.github_workflows_release.yml": TAGS,
-        "android_architecture-components-samples_.github_workflows_copy-branch.yml": (
-            CHECKOUT_INPUTS
-        ),
-        "android_architecture-samples_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
         "apache_skywalking_.github_workflows_dead-link-checker.yaml": GITHUB_FIELDS,
         "apache_superset_.github_workflows_superset-websocket.yml": GITHUB_FIELDS,
         "ariya_phantomjs_.github_workflows_amd64_windows_clang.yml": LINUX_ONLY,
@@ -78,29 +75,24 @@ PROFILED_INSIDE_BUT_REFUSED = {
         "iptv-org_iptv_.github_workflows_check.yml": PR_TYPES,
         "jgm_pandoc_.github_workflows_commit-validation.yml": GITHUB_FIELDS,
         "kriasoft_react-starter-kit_.github_workflows_pull_request.yml": GITHUB_FIELDS,
-        "mozilla_DeepSpeech_.github_workflows_docker.yml": CHECKOUT_INPUTS,
-        "netdata_netdata_.github_workflows_checks.yml": CHECKOUT_INPUTS,
-        "nickbutcher_plaid_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
+        "mozilla_DeepSpeech_.github_workflows_docker.yml": GITHUB_FIELDS,
+        "netdata_netdata_.github_workflows_checks.yml": SUBMODULES,
         "nlohmann_json_.github_workflows_macos.yml": LINUX_ONLY,
-        "obsproject_obs-studio_.github_workflows_clang-format.yml": CHECKOUT_INPUTS,
+        "obsproject_obs-studio_.github_workflows_clang-format.yml": SUBMODULES,
         "psf_black_.github_workflows_changelog.yml": PR_TYPES,
         "puppeteer_puppeteer_.github_workflows_publish-on-tag.yml": TAGS,
         "python_cpython_.github_workflows_build_msi.yml": LINUX_ONLY,
         "ryanoasis_nerd-fonts_.github_workflows_docker-release.yml": SECRETS_WHOLE,
         "scikit-learn_scikit-learn_.github_workflows_check-changelog.yml": PR_TYPES,
-        "servo_servo_.github_workflows_docs.yml": CHECKOUT_INPUTS,
-        "servo_servo_.github_workflows_pull-request.yml": CHECKOUT_INPUTS,
         "shadowsocks_ShadowsocksX-NG_.github_workflows_main.yml": LINUX_ONLY,
-        "sindresorhus_awesome_.github_workflows_main.yml": CHECKOUT_INPUTS,
         "storybookjs_storybook_.github_workflows_trigger-circle-ci-workflow.yml": PR_TYPES,
-        "telegramdesktop_tdesktop_.github_workflows_docker.yml": CHECKOUT_INPUTS,
+        "telegramdesktop_tdesktop_.github_workflows_docker.yml": SUBMODULES,
         "vercel_next.js_.github_workflows_test_macos.yml": LINUX_ONLY,
         "vlang_v_.github_workflows_ci_cross.yml": LINUX_ONLY,
         "vlang_v_.github_workflows_gen_vc.yml": SECRETS_WHOLE,
         "vlang_v_.github_workflows_module_docs.yml": SECRETS_WHOLE,
         "wg_wrk_.github_workflows_build.yml": LINUX_ONLY,
         "willmcgugan_rich_.github_workflows_readmechanged.yml": RESERVED_ENV,
-        "yeasy_docker_practice_.github_workflows_check-link.yml": CHECKOUT_INPUTS,
     },
     "starter-workflows/": {
         "ci/cmake-single-platform.yml": GITHUB_FIELDS,
@@ -171,7 +163,7 @@ READER_REFUSED_ON_PURPOSE = {
     "job-timeout-minutes.yml": LINUX_ONLY,
     "matrix-basic.yml": LINUX_ONLY,
     "misc-jobs.yml": "job 'build' needs steps",
-    "misc-steps.yml": CHECKOUT_INPUTS,
+    "misc-steps.yml": CHECKOUT_UNKNOWN,
     "on-event-config-image-version-name-version.yml": "'image_version' is not a workflow event",
     "on-event-config-image-version-names.yml": "'image_version' is not a workflow event",
     "on-event-config-image-version-versions.yml": "'image_version' is not a workflow event",

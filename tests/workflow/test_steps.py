@@ -73,8 +73,8 @@ def test_builtin_checkout(plan_of: PlanOf, uses: str) -> None:
 @pytest.mark.parametrize(
     ("step", "reason"),
     [
-        ("uses: actions/checkout@v4\nwith:\n  fetch-depth: 0", "with.fetch-depth is not supported"),
-        ("uses: actions/checkout@v4\nwith: {}", "takes no inputs; remove 'with'"),
+        ("uses: actions/checkout@v4\nwith:\n  token: x", "with.token is not supported"),
+        ("uses: actions/checkout@v4\nwith: [a]", "with must be a mapping of inputs"),
         (
             "uses: forge-ci/checkout@v1\nenv:\n  A: b",
             "the built-in checkout step cannot have 'env'",

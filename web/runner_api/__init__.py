@@ -14,6 +14,8 @@ and maps refusals to statuses with a stable ``code``::
     POST attempts/<id>/logs           attempt credential    -> attempt status
     POST attempts/<id>/complete       attempt credential    -> attempt status
     POST attempts/<id>/source.tar     attempt credential    -> application/x-tar (running only)
+    POST attempts/<id>/source.bundle  attempt credential    -> application/x-git-bundle (running
+                                                               only; the checkout step's history)
     POST attempts/<id>/actions/<n>.tar  attempt credential  -> application/x-tar (running only)
 
 Register it with :func:`register_runner_api`. Claims long-poll: serve with threads (gunicorn
@@ -152,20 +154,6 @@ def claims() -> Response:
 _ACTIONS = ("start", "heartbeat", "steps", "logs", "complete")
 
 
-def _tar_response(archive: Any) -> Response:
-    """An archive (``SourceArchive``) streamed as ``application/x-tar``, never cached."""
-    response = Response(
-        wrap_file(request.environ, archive.file),
-        mimetype="application/x-tar",
-        direct_passthrough=True,
-    )
-    response.content_length = archive.size
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Forge-CI-Commit"] = archive.sha
-    response.call_on_close(archive.file.close)
-    return response
-
-
 @blueprint.post("/attempts/<attempt_id>/source.tar")
 @_api
 def source_archive(attempt_id: str) -> Response:
@@ -174,7 +162,31 @@ def source_archive(attempt_id: str) -> Response:
     token = _token()
     parsed = _body("source")
     archive, _ = _coordinator().source(token, number, parsed)
-    return _tar_response(archive)
+    return _file_response(archive, "application/x-tar")
+
+
+@blueprint.post("/attempts/<attempt_id>/source.bundle")
+@_api
+def source_bundle(attempt_id: str) -> Response:
+    """The checkout step's pinned commit and history as a git bundle (see coordinator.bundles)."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().source_bundle(token, number, parsed)
+    return _file_response(archive, "application/x-git-bundle")
+
+
+def _file_response(archive: Any, mimetype: str) -> Response:
+    response = Response(
+        wrap_file(request.environ, archive.file),
+        mimetype=mimetype,
+        direct_passthrough=True,
+    )
+    response.content_length = archive.size
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Forge-CI-Commit"] = archive.sha
+    response.call_on_close(archive.file.close)
+    return response
 
 
 @blueprint.post("/attempts/<attempt_id>/actions/<index>.tar")
@@ -187,7 +199,7 @@ def action_archive(attempt_id: str, index: str) -> Response:
     token = _token()
     parsed = _body("source")
     archive, _ = _coordinator().action_source(token, number, int(index), parsed)
-    return _tar_response(archive)
+    return _file_response(archive, "application/x-tar")
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

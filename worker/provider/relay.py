@@ -10,8 +10,8 @@ one request per connection::
 What the relay refuses, answering with a JSON error and closing the connection:
 
 - any method but ``POST``, any path but this attempt's ``start``, ``heartbeat``, ``steps``,
-  ``logs``, ``complete``, ``source.tar`` and ``actions/<n>.tar`` (no query string, no other
-  attempt, no claims);
+  ``logs``, ``complete``, ``source.tar``, ``source.bundle`` and ``actions/<n>.tar`` (no query
+  string, no other attempt, no claims);
 - ``Transfer-Encoding`` (bodies carry a ``Content-Length``), repeated or malformed lengths,
   bodies over the protocol's 64 KiB, heads over 16 KiB, a head and body slower than 10 s.
 
@@ -38,7 +38,7 @@ from worker.provider.upstream import Server
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("start", "heartbeat", "steps", "logs", "complete", "source.tar")
+ACTIONS = ("start", "heartbeat", "steps", "logs", "complete", "source.tar", "source.bundle")
 FORWARDED_HEADERS = ("authorization", "content-type", "content-length", "accept")
 RETURNED_HEADERS = ("content-type", "content-length", "cache-control", "www-authenticate")
 MAX_HEAD_BYTES = 16 * 1024

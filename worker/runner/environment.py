@@ -4,7 +4,7 @@ Layers, later ones win::
 
     fixed       PATH (GITHUB_PATH additions first), HOME=<workspace>/.home,
                 TMPDIR=RUNNER_TEMP=<workspace>/.tmp, LANG=C.UTF-8, CI=true, FORGE_CI=true,
-                RUNNER_OS=Linux
+                RUNNER_OS=Linux, RUNNER_TOOL_CACHE=/opt/hostedtoolcache (the image's tool cache)
     run         GITHUB_* and FORGE_CI_* facts of the run, job, attempt and step, and the
                 GITHUB_ENV / GITHUB_PATH / GITHUB_OUTPUT files of this step
     job         what earlier steps wrote to GITHUB_ENV
@@ -24,6 +24,8 @@ from typing import Any
 from worker.runner.filecommands import CommandFiles, reserved_env_name
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: GitHub's tool cache layout, read-only in the image (deploy/runner.Dockerfile).
+TOOL_CACHE = "/opt/hostedtoolcache"
 #: github context key -> environment variable.
 _GITHUB_VARIABLES = {
     "repository": "GITHUB_REPOSITORY",
@@ -79,6 +81,7 @@ def job_environment(github: Mapping[str, Any], layout: Layout, job_key: str) -> 
         "TMPDIR": layout.tmp,
         "RUNNER_TEMP": layout.tmp,
         "RUNNER_OS": "Linux",
+        "RUNNER_TOOL_CACHE": TOOL_CACHE,
         "LANG": "C.UTF-8",
         "CI": "true",
         "FORGE_CI": "true",

@@ -51,6 +51,7 @@ from worker.runner.evaluation import (
     render,
 )
 from worker.runner.filecommands import CommandFiles, FileCommandError
+from worker.runner.gitcheckout import git_check_out, git_environment
 from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
@@ -64,6 +65,10 @@ FINAL_LOG_SECONDS = 3.0
 FINAL_COMPLETE_SECONDS = 3.0
 #: How long a finished step waits for its output to be delivered before it is reported.
 STEP_LOG_SECONDS = 5.0
+PERSIST_NOTICE = (
+    "notice: persist-credentials is accepted and has no effect: the checkout uses no credentials "
+    "and leaves none in .git\n"
+)
 #: How long ``start`` may take, at most (the claim's lease bounds it too).
 START_SECONDS = 30.0
 
@@ -365,8 +370,25 @@ class JobRunner:
             self._record(step, outcome, conclusion, exit_code, outputs)
 
     def _checkout_step(self, step: AssignmentStep) -> None:
+        """With inputs (plans since issue #15): a git checkout; older plans: the archive."""
         try:
-            self._check_out(step.id)
+            if not step.inputs:
+                self._check_out(step.id)
+                return
+            assert self.layout is not None
+            if "persist-credentials" in step.inputs:
+                self.uploader.write(step.id, "stdout", PERSIST_NOTICE)
+            line = git_check_out(
+                self.client,
+                self.assignment.source_archive_path,
+                self.execution_id,
+                self.layout.workspace,
+                git_environment(self.layout.home, self.layout.tmp),
+                step.inputs,
+                self.watchdog,
+                self._interrupted,
+            )
+            self.uploader.write(step.id, "stdout", line)
         except CheckoutError as exc:
             raise StepFailed(str(exc)) from None
 
