@@ -59,7 +59,15 @@ from forge_ci.models import (
     RunSequence,
     utcnow,
 )
-from forge_ci.protocol import API_PREFIX, Assignment, AssignmentStep, ClaimRequest, hook_steps
+from forge_ci.protocol import (
+    API_PREFIX,
+    Action,
+    Assignment,
+    AssignmentStep,
+    ClaimRequest,
+    hook_steps,
+)
+from forge_ci.runs.actions import job_action_keys
 from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
 
 CONTACT_INTERVAL = timedelta(seconds=10)
@@ -96,7 +104,33 @@ class ClaimOutcome:
 # --- Assignments ---------------------------------------------------------------------------------
 
 
-def _wire_step(step: dict[str, Any]) -> AssignmentStep:
+def action_archive_path(attempt_id: int, index: int) -> str:
+    """Where the runner fetches the tree of the run's ``index``-th action (sorted by key)."""
+    return f"{API_PREFIX}/attempts/{attempt_id}/actions/{index}.tar"
+
+
+def wire_actions(run: Run, attempt_id: int, keys: list[str]) -> dict[str, Action]:
+    """The assignment's ``actions``: the snapshot's entries for ``keys``, with archive paths."""
+    entries = (run.actions or {}).get("actions") or {}
+    ordered = sorted(entries)
+    result: dict[str, Action] = {}
+    for key in keys:
+        entry = entries[key]
+        result[key] = Action.from_json(
+            {
+                "reference": entry["reference"],
+                "repository": entry["repository"],
+                "commit": entry["commit"],
+                "path": entry["path"],
+                "archive_path": action_archive_path(attempt_id, ordered.index(key)),
+                "metadata": entry["metadata"],
+            },
+            f"actions[{key!r}]",
+        )
+    return result
+
+
+def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -> AssignmentStep:
     return AssignmentStep(
         id=str(step["id"]),
         name=step.get("name") or str(step["id"]),
@@ -108,7 +142,7 @@ def _wire_step(step: dict[str, Any]) -> AssignmentStep:
         condition=step.get("if") or "success()",
         continue_on_error=step.get("continue_on_error", False),
         timeout_minutes=step.get("timeout_minutes") or 0,
-        action=step.get("action") or "",
+        action=(references or {}).get(step.get("uses") or "", ""),
         inputs=dict(step.get("with") or {}),
     )
 
@@ -143,6 +177,9 @@ def build_assignment(
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored)."""
     plan_job = job.definition()
+    steps = list(plan_job.get("steps", []))
+    references = dict((run.actions or {}).get("references") or {})
+    actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
     needs: dict[str, Any] = {}
     if job.needs:
         graph = RunGraph(session, run)
@@ -158,7 +195,7 @@ def build_assignment(
         job_workflow_id=job.job_id,
         job_name=job.name,
         timeout_minutes=attempt.timeout_minutes,
-        steps=tuple(_wire_step(step) for step in plan_job.get("steps", [])),
+        steps=tuple(_wire_step(step, references) for step in steps),
         outputs=dict(plan_job.get("outputs") or {}),
         contexts={
             "github": github_context(run, job, attempt),
@@ -168,6 +205,7 @@ def build_assignment(
         },
         secrets=issued,
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
+        actions=actions,
         lease_deadline_ms=to_ms(attempt.lease_expires_at),
         job_deadline_ms=to_ms(attempt.job_deadline_at),
         server_time_ms=to_ms(now),

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
+from forge_ci.coordinator import action_sources, attempts, claims, logs, secrets, sources, steps
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
@@ -208,12 +208,21 @@ class Coordinator:
             return sources.locate_source(session, directory, attempt, request, now)
 
         target, status = self._attempt_request(token, attempt_id, operation)
-        if isinstance(target, str):
-            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
-        try:
-            return sources.build_archive(target), status
-        except SourceRefused as error:
-            raise AttemptRefused(error, status) from None
+        return _archive(target, status, sources.build_archive)
+
+    def action_source(
+        self, token: str | None, attempt_id: int, index: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The tree of the run's ``index``-th action as a ``tar`` (:mod:`.action_sources`)."""
+        settings = self.settings
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> action_sources.ActionTarget | str:
+            return action_sources.locate_action(session, settings, attempt, request, index, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        return _archive(target, status, action_sources.build_action_archive)
 
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:
@@ -246,3 +255,17 @@ class Coordinator:
             attempts.complete(session, attempt, request, now, token=token, masked_outputs=masked)
 
         return self._attempt_request(token, attempt_id, operation)[1]
+
+
+def _archive(
+    target: T | str,
+    status: AttemptStatus,
+    build: Callable[[T], sources.SourceArchive],
+) -> tuple[sources.SourceArchive, AttemptStatus]:
+    """Build the archive of a located ``target``; a refusal text means the attempt was cancelled."""
+    if isinstance(target, str):
+        raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+    try:
+        return build(target), status
+    except SourceRefused as error:
+        raise AttemptRefused(error, status) from None

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 from forge_ci.coordinator.attempts import cancel_attempt, requester_refusal, require_execution
 from forge_ci.coordinator.claims import reads_contents
 from forge_ci.coordinator.errors import CancelRequested, SourceNotPermitted, SourceRefused
-from forge_ci.gitstore import repository_path
+from forge_ci.gitstore import clean_git_environment, repository_path
 from forge_ci.models import Attempt, Job, Repository
 from forge_ci.protocol import SourceRequest
 from forge_ci.runs.pins import pinned_commit
@@ -84,19 +84,11 @@ def locate_source(
     attempt was just cancelled (the caller commits that and refuses the request); other
     refusals raise.
     """
-    require_execution(attempt, request.execution_id)
-    if attempt.cancel_requested_at is not None:
-        raise CancelRequested(
-            f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "
-            "of fetching the source"
-        )
-    job = session.get(Job, attempt.job_id)
-    assert job is not None
+    live = live_job(session, attempt, request, now, "the source")
+    if isinstance(live, str):
+        return live
+    job = live
     run = job.run
-    refusal = requester_refusal(session, run)
-    if refusal is not None:
-        cancel_attempt(session, attempt, refusal, now)
-        return refusal
     if not reads_contents(job.definition()):
         raise SourceNotPermitted(
             f"job {job.key} has permissions contents: none, so it gets no source"
@@ -106,6 +98,26 @@ def locate_source(
         raise SourceRefused("the repository of this run no longer exists")
     directory = repository_path(repositories_dir, repository.owner.name, repository.name)
     return SourceTarget(directory, run.sha, run.pin_ref)
+
+
+def live_job(
+    session: Session, attempt: Attempt, request: SourceRequest, now: datetime, what: str
+) -> Job | str:
+    """The job of a running ``attempt`` of this execution whose requester may still run code;
+    the refusal text when the requester may not (the attempt was just cancelled)."""
+    require_execution(attempt, request.execution_id)
+    if attempt.cancel_requested_at is not None:
+        raise CancelRequested(
+            f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "
+            f"of fetching {what}"
+        )
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    refusal = requester_refusal(session, job.run)
+    if refusal is not None:
+        cancel_attempt(session, attempt, refusal, now)
+        return refusal
+    return job
 
 
 def check_tree(git: pygit2.Repository, sha: str) -> int:
@@ -160,18 +172,6 @@ def check_tree(git: pygit2.Repository, sha: str) -> int:
     return files
 
 
-def _git_environment(home: str) -> dict[str, str]:
-    """No user or system configuration: nothing configured outside the repository applies."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": home,
-        "LANG": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-    }
-
-
 def build_archive(
     target: SourceTarget,
     *,
@@ -217,7 +217,7 @@ def _run_git_archive(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_git_environment(home),
+            env=clean_git_environment(home),
             cwd=home,
         )
         assert process.stdout is not None and process.stderr is not None

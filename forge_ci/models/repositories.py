@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from forge_ci.models.accounts import User
@@ -26,6 +26,9 @@ class Repository(Base):
     #: (enabling does not replay older pushes).
     push_workflows_enabled_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    #: Set by ``forge-ci repo mirror``: the URL it mirrors. An operator's mirror is an action
+    #: every run creator may use (``uses: OWNER/NAME@REF``); other repositories need read access.
+    mirror_url: Mapped[str | None] = mapped_column(Text)
 
     owner: Mapped[User] = relationship()
     memberships: Mapped[list[Membership]] = relationship(

@@ -13,7 +13,7 @@ from forge_ci.authz import Actor, Role
 from forge_ci.errors import InvalidInput
 from forge_ci.models import Run
 from forge_ci.repos import find_repository
-from forge_ci.runs.create import creating_runs, require_run_creator
+from forge_ci.runs.create import creating_runs, require_run_creator, with_actions
 from forge_ci.runs.definition import RunDefinition, define_run
 from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
@@ -70,5 +70,6 @@ def dispatch_run(
         ref=f"refs/heads/{branch}",
         event_name=DISPATCH,
     )
+    definition = with_actions(session, settings, actor, git, definition, workflow)
     with creating_runs(session, settings, repository) as creation:
         return creation.create(actor, definition)

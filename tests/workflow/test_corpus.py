@@ -36,7 +36,7 @@ RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
 LITERAL_TIMEOUT = "timeout-minutes must be a whole number of minutes"
 DISPATCH_INPUTS = "workflow_dispatch inputs are not supported"
 EVENTS = "event is not supported; forge-ci supports push, pull_request and workflow_dispatch"
-ACTIONS = "is not supported; forge-ci runs only run steps and the built-in"
+DOCKER = "Docker container actions are not supported"
 REUSABLE = "reusable workflows (jobs.<id>.uses) are not supported"
 TAGS_YAML = "explicit YAML tags"
 PERMISSIONS = "is a GitHub permission forge-ci does not grant"
@@ -149,8 +149,7 @@ READER_REFUSED_ON_PURPOSE = {
     "events-mapping-all.yml": EVENTS,
     "events-mapping-repo-dispatch.yml": EVENTS,
     "events-mapping.yml": EVENTS,
-    "float-folded-style.yml": ACTIONS,
-    "id-to-long.yml": ACTIONS,
+    "id-to-long.yml": DOCKER,
     "insert.yml": "no step in this job has the id",  # GitHub yields null at run time
     "is-partial-rerun.yml": REUSABLE,
     "job-basic.yml": LINUX_ONLY,
@@ -210,11 +209,11 @@ READER_REFUSED_ON_PURPOSE = {
     "reusable-workflow-secrets.yml": REUSABLE,
     "round-to-infinity.yml": LITERAL_TIMEOUT,
     "skip-reusable-workflows.yml": REUSABLE,
-    "step-id-generates-counter-per-collision.yml": ACTIONS,
-    "step-id-generates-when-empty-and-considers-collisions.yml": ACTIONS,
-    "step-id-generates-when-empty.yml": ACTIONS,
+    "step-id-generates-counter-per-collision.yml": DOCKER,
+    "step-id-generates-when-empty-and-considers-collisions.yml": DOCKER,
+    "step-id-generates-when-empty.yml": "is not a valid owner name",
     "step-if.yml": GITHUB_FIELDS,
-    "step-name.yml": ACTIONS,
+    "step-name.yml": "context is not available in a step name",
     "step-run.yml": "the vars context is not supported by forge-ci",
     "workflow-concurrency-expression.yml": GITHUB_FIELDS,
     "workflow-concurrency-mapping.yml": GITHUB_FIELDS,
@@ -227,8 +226,6 @@ READER_REFUSED_ON_PURPOSE = {
     "yaml-schema-null.yml": TAGS_YAML,
     "yaml-schema-str-block-styles.yml": TAGS_YAML,
     "yaml-schema-str-flow-styles.yml": TAGS_YAML,
-    "yaml-schema-string.yml": ACTIONS,
-    "yaml-schema-timestamp.yml": ACTIONS,
 }
 
 #: Both refuse, but forge-ci's first error is an earlier feature outside its subset.
@@ -268,7 +265,7 @@ READER_REFUSED_EARLIER = {
     "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-default.yml": REUSABLE,  # noqa: E501
     "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
     "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
-    "errors-step-uses-syntax.yml": ACTIONS,
+    "errors-step-uses-syntax.yml": DOCKER,
     "job-container-invalid-credentials.yml": CONTAINERS,
     "job-container-invalid.yml": CONTAINERS,
     "job-container-missing-image.yml": CONTAINERS,
@@ -279,6 +276,7 @@ READER_REFUSED_EARLIER = {
 READER_HARNESS_LIMITS = {
     "errors-max-file-size.yml": "harness option max-file-size=124; forge-ci's limit is 64 KiB",
     "errors-max-result-size.yml": "harness option max-result-size=1141; forge-ci's is a 1 MiB plan",
+    "errors-max-depth.yml": "harness option max-depth=5; forge-ci's limit is 32 levels",
 }
 
 

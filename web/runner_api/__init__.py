@@ -14,6 +14,7 @@ and maps refusals to statuses with a stable ``code``::
     POST attempts/<id>/logs           attempt credential    -> attempt status
     POST attempts/<id>/complete       attempt credential    -> attempt status
     POST attempts/<id>/source.tar     attempt credential    -> application/x-tar (running only)
+    POST attempts/<id>/actions/<n>.tar  attempt credential  -> application/x-tar (running only)
 
 Register it with :func:`register_runner_api`. Claims long-poll: serve with threads (gunicorn
 ``gthread`` workers, ``threaded=True`` for the development server); the coordinator lets at
@@ -151,14 +152,8 @@ def claims() -> Response:
 _ACTIONS = ("start", "heartbeat", "steps", "logs", "complete")
 
 
-@blueprint.post("/attempts/<attempt_id>/source.tar")
-@_api
-def source_archive(attempt_id: str) -> Response:
-    """The pinned commit as a tar, for a running attempt bound to the asking runner."""
-    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
-    token = _token()
-    parsed = _body("source")
-    archive, _ = _coordinator().source(token, number, parsed)
+def _tar_response(archive: Any) -> Response:
+    """An archive (``SourceArchive``) streamed as ``application/x-tar``, never cached."""
     response = Response(
         wrap_file(request.environ, archive.file),
         mimetype="application/x-tar",
@@ -169,6 +164,30 @@ def source_archive(attempt_id: str) -> Response:
     response.headers["X-Forge-CI-Commit"] = archive.sha
     response.call_on_close(archive.file.close)
     return response
+
+
+@blueprint.post("/attempts/<attempt_id>/source.tar")
+@_api
+def source_archive(attempt_id: str) -> Response:
+    """The pinned commit as a tar, for a running attempt bound to the asking runner."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().source(token, number, parsed)
+    return _tar_response(archive)
+
+
+@blueprint.post("/attempts/<attempt_id>/actions/<index>.tar")
+@_api
+def action_archive(attempt_id: str, index: str) -> Response:
+    """The pinned tree of one of the run's actions as a tar (same rules as source.tar)."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    if not index.isdigit() or len(index) > 6:
+        raise ProtocolError("not_found", f"unknown action archive {index[:20]!r}", 404)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().action_source(token, number, int(index), parsed)
+    return _tar_response(archive)
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

@@ -213,7 +213,7 @@ class ActionWorld:
                 "repository": f"tests/{name}",
                 "commit": _commit(name),
                 "path": "",
-                "archive_path": f"{protocol.API_PREFIX}/attempts/{attempt_id}/actions/{number}.tar",
+                "archive_path": f"{protocol.API_PREFIX}/attempts/{attempt_id}/test-actions/{number}.tar",
                 "metadata": {
                     "name": test.name,
                     "inputs": test.inputs,
@@ -273,7 +273,7 @@ def install(
     if name not in forge.app.blueprints:
         blueprint = Blueprint(name, __name__)
         blueprint.add_url_rule(
-            f"{protocol.API_PREFIX}/attempts/<attempt_id>/actions/<number>.tar",
+            f"{protocol.API_PREFIX}/attempts/<attempt_id>/test-actions/<number>.tar",
             "archive",
             lambda attempt_id, number: _SERVED[id(forge.app)](attempt_id, number),
             methods=["POST"],
