@@ -1,7 +1,7 @@
 """actions in the runner: annotations, step summaries, ::add-mask:: values
 
 Revision ID: 0006_actions_runner
-Revises: 0005_log_carry_ending
+Revises: 0006_actions_server (re-chained by the lead at merge time)
 
 Steps of an attempt now report the ``::error``/``::warning``/``::notice`` annotations of their
 output (a new table) and what they wrote to ``$GITHUB_STEP_SUMMARY`` (a column of
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_actions_runner"
-down_revision = "0005_log_carry_ending"
+down_revision = "0006_actions_server"
 branch_labels = None
 depends_on = None
 

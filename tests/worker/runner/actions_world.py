@@ -213,7 +213,9 @@ class ActionWorld:
                 "repository": f"tests/{name}",
                 "commit": _commit(name),
                 "path": "",
-                "archive_path": f"{protocol.API_PREFIX}/attempts/{attempt_id}/test-actions/{number}.tar",
+                "archive_path": (
+                    f"{protocol.API_PREFIX}/attempts/{attempt_id}/test-actions/{number}.tar"
+                ),
                 "metadata": {
                     "name": test.name,
                     "inputs": test.inputs,

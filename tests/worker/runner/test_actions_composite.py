@@ -80,7 +80,8 @@ def test_composite_inputs_outputs_nesting_and_conditions(
       - id: show
         run: |
           echo "greeting=[${{ steps.greet.outputs.greeting }}]"
-          echo "inner=[${{ steps.greet.outputs.inner }}] skipped=[${{ steps.greet.outputs.skipped }}]"
+          echo "inner=[${{ steps.greet.outputs.inner }}]" \\
+            "skipped=[${{ steps.greet.outputs.skipped }}]"
       - id: not_run
         if: github.event_name == 'nobody'
         run: placeholder
