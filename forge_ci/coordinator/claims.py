@@ -59,7 +59,14 @@ from forge_ci.models import (
     RunSequence,
     utcnow,
 )
-from forge_ci.protocol import API_PREFIX, Action, Assignment, AssignmentStep, ClaimRequest
+from forge_ci.protocol import (
+    API_PREFIX,
+    Action,
+    Assignment,
+    AssignmentStep,
+    ClaimRequest,
+    hook_steps,
+)
 from forge_ci.runs.actions import job_action_keys
 from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
 
@@ -350,20 +357,27 @@ def _allocate(
     refresh_next_check(attempt)
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
-    for position, step in enumerate(plan_job.get("steps", [])):
-        name = step.get("name")
-        attempt.steps.append(
-            AttemptStep(
-                position=position,
-                step_id=str(step["id"]),
-                name=name if isinstance(name, str) else str(step["id"]),
-                state=states.PENDING,
-            )
-        )
     session.add(attempt)
     session.flush()
+    assignment = build_assignment(session, attempt, job, run, now, issued)
+    _add_steps(attempt, plan_job, assignment)
+    session.flush()
     secrets.remember(session, attempt, request.attempt_token, issued)
-    return build_assignment(session, attempt, job, run, now, issued)
+    return assignment
+
+
+def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment) -> None:
+    """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
+    rows: list[tuple[str, str]] = []
+    for step in plan_job.get("steps", []):
+        name = step.get("name")
+        rows.append((str(step["id"]), name if isinstance(name, str) else str(step["id"])))
+    pre, post = hook_steps(assignment.steps, assignment.actions)
+    rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
+    for position, (step_id, name) in enumerate(rows):
+        attempt.steps.append(
+            AttemptStep(position=position, step_id=step_id, name=name, state=states.PENDING)
+        )
 
 
 def _claim_in_repository(

@@ -258,7 +258,10 @@ class Coordinator:
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:
             attempts.require_execution(attempt, request.execution_id)
-            steps.report_step(session, attempt, request, now)
+            mask = None
+            if token is not None and (request.annotations or request.summary):
+                mask = logs.attempt_masker(session, attempt, token).mask_text
+            steps.report_step(session, attempt, request, now, mask)
 
         return self._attempt_request(token, attempt_id, operation)[1]
 

@@ -1,6 +1,7 @@
 """SQLAlchemy models on the core's ``Base``. Import this package to register every table."""
 
 from forge_ci.models.accounts import SshKey, User
+from forge_ci.models.annotations import AttemptAnnotation
 from forge_ci.models.attempts import Attempt, AttemptSecret, AttemptStep
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.logs import LogCarry, LogRecord
@@ -12,6 +13,7 @@ from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 
 __all__ = [
     "Attempt",
+    "AttemptAnnotation",
     "AttemptSecret",
     "AttemptStep",
     "Base",

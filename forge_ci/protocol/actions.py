@@ -328,3 +328,68 @@ def check_action_keys(
                 f"{name}[{index}]: action {step.action[:100]!r} (uses {step.uses[:200]!r}) is "
                 "not in the assignment's actions"
             )
+
+
+# --- Pre and post steps --------------------------------------------------------------------------
+
+#: How deeply composite actions may nest (GitHub's limit is 9 below the job's step).
+MAX_NESTING: Final = 9
+
+
+@dataclass(frozen=True)
+class HookStep:
+    """A ``pre`` or ``post`` script of a node action, reported as a step of its own.
+
+    ``path`` is the ids of the steps leading to the action: the job's step, then the steps of
+    the composite actions in between. Server and runner derive the same list from the
+    assignment (:func:`hook_steps`), so the server creates a step row for each.
+    """
+
+    kind: str
+    id: str
+    name: str
+    path: tuple[str, ...]
+
+
+def _label(step: AssignmentStep) -> str:
+    name = step.name if isinstance(step.name, str) else ""
+    return name if name and name != step.id else f"Run {step.uses}"
+
+
+def hook_steps(
+    steps: tuple[AssignmentStep, ...], actions: dict[str, Action]
+) -> tuple[list[HookStep], list[HookStep]]:
+    """The pre steps (job's own action steps, in order) and post steps (every node action's,
+    nested ones too, in reverse order of their main steps), with ids unique beside ``steps``."""
+    taken = {step.id for step in steps}
+    found: list[tuple[str, tuple[str, ...], str]] = []
+
+    def walk(level: tuple[AssignmentStep, ...], path: tuple[str, ...]) -> None:
+        for step in level:
+            action = actions.get(step.action) if step.action else None
+            if action is None:
+                continue
+            runs = action.metadata.runs
+            here = (*path, step.id)
+            if runs.composite:
+                if len(here) <= MAX_NESTING:
+                    walk(runs.steps, here)
+                continue
+            if runs.pre and not path:
+                found.append(("pre", here, _label(step)))
+            if runs.post:
+                found.append(("post", here, _label(step)))
+
+    walk(steps, ())
+    pre: list[HookStep] = []
+    post: list[HookStep] = []
+    for hook, path, label in found:
+        candidate = f"{hook}-{'-'.join(path)}"
+        number = 1
+        while candidate in taken or len(candidate) > 100:
+            number += 1
+            candidate = f"{hook}-{number}-{path[0]}"[:100]
+        taken.add(candidate)
+        target = pre if hook == "pre" else post
+        target.append(HookStep(hook, candidate, f"{hook.title()} {label}"[:200], path))
+    return pre, list(reversed(post))

@@ -41,8 +41,9 @@ def download_source(
     execution_id: str,
     watchdog: Watchdog,
     interrupted: Callable[[], bool],
+    what: str = "the source",
 ) -> bytes:
-    """The archive at ``path`` (at most 64 MiB, within 30 s)."""
+    """The archive at ``path`` (at most 64 MiB, within 30 s); ``what`` names it in errors."""
     buffer = bytearray()
 
     def sink(data: bytes) -> None:
@@ -63,13 +64,13 @@ def download_source(
             restart=buffer.clear,
         )
     except _Interrupted:
-        raise CheckoutError("the download of the source was interrupted") from None
+        raise CheckoutError(f"the download of {what} was interrupted") from None
     except NoAnswer as exc:
-        raise CheckoutError(f"the source could not be downloaded: {exc}") from None
+        raise CheckoutError(f"{what} could not be downloaded: {exc}") from None
     except Refused as refused:
         if refused.attempt is not None:
             watchdog.observe(refused.attempt, sent_at)
-        raise CheckoutError(f"the server refused the source: {refused.message}") from None
+        raise CheckoutError(f"the server refused {what}: {refused.message}") from None
     return bytes(buffer)
 
 

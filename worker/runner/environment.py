@@ -121,6 +121,8 @@ def step_environment(
     env["GITHUB_ENV"] = files.env
     env["GITHUB_PATH"] = files.path
     env["GITHUB_OUTPUT"] = files.output
+    env["GITHUB_STATE"] = files.state
+    env["GITHUB_STEP_SUMMARY"] = files.summary
     env["FORGE_CI_STEP_ID"] = step_id
     env.update(added_env)
     for layer in (step_env, secrets):

@@ -265,25 +265,6 @@ def test_output_that_is_not_utf8_is_kept_readable(forge: Forge) -> None:
     )
 
 
-def test_workflow_commands_in_the_output_are_not_interpreted(forge: Forge) -> None:
-    steps = """\
-      - id: commands
-        run: |
-          echo "::add-mask::hunter2"
-          echo "::set-output name=answer::41"
-          echo "::set-env name=SNEAKY::yes"
-          echo "::stop-commands::x"
-          echo "hunter2 stays visible"
-      - id: after
-        run: echo "answer=[${{ steps.commands.outputs.answer }}] sneaky=[${SNEAKY:-}]"
-"""
-    claimed, finished = forge.run_job(workflow(steps))
-    assert finished.returncode == 0, finished
-    log = forge.log(claimed.attempt_id, "commands")
-    assert "::add-mask::hunter2\n" in log and "hunter2 stays visible" in log
-    assert forge.log(claimed.attempt_id, "after") == "answer=[] sneaky=[]\n"
-
-
 def test_jobs_without_a_checkout_step_get_the_source_first(forge: Forge) -> None:
     steps = """\
       - run: cat data.txt && test -x run.sh && ./run.sh
