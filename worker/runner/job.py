@@ -271,6 +271,8 @@ class JobRunner:
             "strategy": contexts.get("strategy") or {},
             "needs": contexts.get("needs") or {},
             "steps": self.steps_context,
+            # What actions' input defaults read (github-script: runner.debug == '1').
+            "runner": runner_context(self.scripts.job_env),
         }
 
     def _interrupted(self) -> bool:
@@ -587,3 +589,12 @@ class JobRunner:
             self.report.reported = True
             self.report.server = status
             return
+
+
+def runner_context(job_env: dict[str, str]) -> dict[str, str]:
+    """The ``runner`` context from the job's ``RUNNER_*`` variables (``debug`` is ``""``)."""
+    names = {"os": "RUNNER_OS", "arch": "RUNNER_ARCH", "name": "RUNNER_NAME"}
+    names.update({"temp": "RUNNER_TEMP", "tool_cache": "RUNNER_TOOL_CACHE"})
+    context = {key: job_env[var] for key, var in names.items() if var in job_env}
+    context["debug"] = ""
+    return context
