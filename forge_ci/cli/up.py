@@ -3,8 +3,8 @@
 init ──► private Redis (the default URL) ──► worker, ssh, web ──► ports answer
      ──► Docker reachable and the runner image built?
            yes: ``provider ensure`` (name local, labels self-hosted,linux,x64,ubuntu-latest,
-                ubuntu-24.04,ubuntu-22.04 - a Debian image offered for those labels - scope all, token
-                in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
+                ubuntu-24.04,ubuntu-22.04 - a Debian image offered for those labels - scope
+                all, token in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
            no:  say what is missing; jobs stay queued until a provider comes
      ──► with --demo: the demo (forge_ci.cli.demo) ──► the ``export`` lines for the CLI
      ──► wait, or stop with --exit-after-demo ──► stop: provider, web/ssh/worker, Redis last
