@@ -159,7 +159,8 @@ def one_push(
 
 def mirror_setup_python(forge: Forge, root: Path) -> str:
     """Mirror actions/setup-python into the forge from the shared bundle; "" or why it cannot."""
-    bundle = ROOT.parent / "shared" / "actions" / "setup-python.bundle"
+    shared = Path(os.environ.get("FORGE_CI_SHARED_DIR") or ROOT.parent / "shared")
+    bundle = shared / "actions" / "setup-python.bundle"
     if not bundle.is_file():
         return f"{bundle} is missing"
     clone = root / "setup-python.git"
