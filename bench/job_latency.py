@@ -53,31 +53,22 @@ WORKFLOW = workflow(
       - run: echo "hello from the job"
 """
 )
-CHECKOUT_WORKFLOW = workflow(
-    """\
+ACTIONS_JOB = """\
   hello:
     runs-on: [self-hosted, linux]
     steps:
       - uses: actions/checkout@v4
         with:
           fetch-depth: 0
-      - run: git describe --tags --always
+{setup}      - run: git describe --tags --always
 """
-)
-SETUP_PYTHON_WORKFLOW = workflow(
-    """\
-  hello:
-    runs-on: [self-hosted, linux]
-    steps:
-      - uses: actions/checkout@v4
-        with:
-          fetch-depth: 0
+CHECKOUT_WORKFLOW = workflow(ACTIONS_JOB.format(setup=""))
+SETUP_PYTHON = """\
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: python --version && git describe --tags --always
 """
-)
+SETUP_PYTHON_WORKFLOW = workflow(ACTIONS_JOB.format(setup=SETUP_PYTHON))
 #: Commits of history behind each pushed commit of the checkout workflows (and a tag).
 HISTORY = 50
 

@@ -208,12 +208,7 @@ class Coordinator:
             return sources.locate_source(session, directory, attempt, request, now)
 
         target, status = self._attempt_request(token, attempt_id, operation)
-        if isinstance(target, str):
-            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
-        try:
-            return sources.build_archive(target), status
-        except SourceRefused as error:
-            raise AttemptRefused(error, status) from None
+        return _archive(target, status, sources.build_archive)
 
     def source_bundle(
         self, token: str | None, attempt_id: int, request: SourceRequest
@@ -230,12 +225,7 @@ class Coordinator:
             return bundles.locate_bundle(session, directory, attempt, request, now)
 
         target, status = self._attempt_request(token, attempt_id, operation)
-        if isinstance(target, str):
-            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
-        try:
-            return bundles.build_bundle(target), status
-        except SourceRefused as error:
-            raise AttemptRefused(error, status) from None
+        return _archive(target, status, bundles.build_bundle)
 
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:
@@ -265,3 +255,17 @@ class Coordinator:
             attempts.complete(session, attempt, request, now, token=token, masked_outputs=masked)
 
         return self._attempt_request(token, attempt_id, operation)[1]
+
+
+def _archive(
+    target: T | str,
+    status: AttemptStatus,
+    build: Callable[[T], sources.SourceArchive],
+) -> tuple[sources.SourceArchive, AttemptStatus]:
+    """Build the archive of a located ``target``; a refusal text means the attempt was cancelled."""
+    if isinstance(target, str):
+        raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+    try:
+        return build(target), status
+    except SourceRefused as error:
+        raise AttemptRefused(error, status) from None
