@@ -35,6 +35,7 @@ from forge_ci.coordinator.errors import SourceRefused
 from forge_ci.coordinator.sources import (
     SOURCE_SECONDS,
     SourceArchive,
+    SourceTarget,
     check_tree,
     locate_source,
     stream_git,
@@ -51,17 +52,14 @@ _SPOOL_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class BundleTarget:
-    """What one checkout may read: a pinned commit, how much history, which refs."""
+class BundleTarget(SourceTarget):
+    """What one checkout may read: a pinned commit (``pin_ref`` keeps it), history, refs."""
 
-    repository_dir: Path
-    sha: str
-    pin_ref: str
     #: 0: all history.
-    depth: int
-    tags: bool
+    depth: int = 1
+    tags: bool = False
     #: ``refs/heads/<name>`` pointing at ``sha`` in the bundle, or "".
-    branch: str
+    branch: str = ""
 
 
 def locate_bundle(

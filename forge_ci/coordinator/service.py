@@ -248,12 +248,7 @@ class Coordinator:
             return bundles.locate_bundle(session, directory, attempt, request, now)
 
         target, status = self._attempt_request(token, attempt_id, operation)
-        if isinstance(target, str):
-            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
-        try:
-            return bundles.build_bundle(target), status
-        except SourceRefused as error:
-            raise AttemptRefused(error, status) from None
+        return _archive(target, status, bundles.build_bundle)
 
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:

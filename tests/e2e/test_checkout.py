@@ -76,7 +76,7 @@ def test_fetch_depth_0_gives_git_log_and_git_describe(live: Forge) -> None:
 
     assert view.conclusion == "success", live.diagnose(repository, 1)
     log = live.logs(repository)["build"]
-    assert f"Checked out {sha} into the workspace: 2 commits (full history), 1 tags" in log
+    assert f"Checked out {sha} into the workspace: 2 commits (full history), 1 tag," in log
     assert "log=second,first," in log
     assert f"describe=v0.1-1-g{sha[:7]}" in log
     assert "branch=main" in log and "status=0" in log and f"first={first}" in log
@@ -105,7 +105,7 @@ def test_fetch_depth_1_into_a_path_is_shallow(live: Forge) -> None:
 
     assert view.conclusion == "success", live.diagnose(repository, 1)
     log = live.logs(repository)["build"]
-    assert f"Checked out {sha} into src: 1 commits (shallow)" in log
+    assert f"Checked out {sha} into src: 1 commit (shallow)" in log
     assert "count=1" in log and "shallow=true" in log and "cleaned" in log and "readme" in log
 
 

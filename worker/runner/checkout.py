@@ -1,9 +1,11 @@
 """The built-in checkout: download the pinned commit's ``tar`` and extract it into the workspace.
 
-It runs as the ``forge-ci/checkout@v1`` step (with that step's log and outcome) or, for a job
-without that step, before the first step as job setup. It creates no ``.git``, fetches no
-history, submodules or LFS objects, and needs an empty workspace (only the runner's ``.home``
-and ``.tmp``): files left by earlier steps make it fail rather than mix with the source.
+It runs for a job without a checkout step, before the first step as job setup, and as a
+checkout step of a plan made before checkout inputs existed (a checkout step with inputs runs
+:mod:`worker.runner.gitcheckout` instead, which makes a real ``.git``). It creates no
+``.git``, fetches no history, submodules or LFS objects, and needs an empty workspace (only
+the runner's ``.home`` and ``.tmp``): files left by earlier steps make it fail rather than mix
+with the source.
 
 The download is bounded to 30 s and 64 MiB; the archive is checked completely before anything
 is written (:mod:`worker.runner.archive`). The server refuses it for a job with

@@ -236,5 +236,9 @@ def git_check_out(
             os.unlink(bundle)
     tags = sum(1 for name in refs if name.startswith("refs/tags/"))
     where = relative or "the workspace"
-    history = f"{commits} commits" + (" (shallow)" if shallow else " (full history)")
-    return f"Checked out {sha} into {where}: {history}, {tags} tags, bundle of {size} bytes\n"
+    history = _count(int(commits), "commit") + (" (shallow)" if shallow else " (full history)")
+    return f"Checked out {sha} into {where}: {history}, {_count(tags, 'tag')}, {size} bytes\n"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
