@@ -16,7 +16,8 @@ per line, prepended to ``PATH`` for later steps (the last line written comes fir
 
 ``GITHUB_ENV`` may not set reserved names (the executor's ``FORGE_CI_*``, ``GITHUB_*`` and
 ``RUNNER_*``, ``PATH`` (use ``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables
-that make a shell or the loader run other code, as in workflow ``env``). The values are text:
+that make a shell or the loader run other code, as in workflow ``env``), except
+``LD_LIBRARY_PATH``, which tool installers (``actions/setup-python``) export. The values are text:
 nothing in them is evaluated.
 
 ``GITHUB_STATE`` (same syntax as ``GITHUB_OUTPUT``) is state a node action's ``pre`` or
@@ -58,6 +59,11 @@ _RESERVED_NAMES = frozenset(
 
 class FileCommandError(Exception):
     """A file command could not be applied; the message names the file and line."""
+
+
+#: Reserved names a step may still set through ``GITHUB_ENV`` for later steps: a library
+#: search path, which tool installers such as ``actions/setup-python`` export.
+_GITHUB_ENV_ALLOWED = frozenset({"LD_LIBRARY_PATH"})
 
 
 def reserved_env_name(name: str) -> bool:
@@ -134,7 +140,7 @@ def check_env_name(name: str, where: str) -> None:
             f"{where}: {name[:80]!r} is not an environment variable name (letters, digits and "
             "'_', not starting with a digit)"
         )
-    if reserved_env_name(name):
+    if reserved_env_name(name) and name not in _GITHUB_ENV_ALLOWED:
         raise FileCommandError(f"{where}: {name} is reserved for the runner and cannot be set")
 
 

@@ -43,7 +43,7 @@ from worker.runner.actions.trees import ActionTrees
 from worker.runner.checkout import CheckoutError, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
-from worker.runner.environment import Layout, job_environment
+from worker.runner.environment import Layout, job_environment, runner_context
 from worker.runner.evaluation import (
     EvaluationError,
     condition_holds,
@@ -62,6 +62,9 @@ FINAL_LOG_SECONDS = 3.0
 FINAL_COMPLETE_SECONDS = 3.0
 #: How long a finished step waits for its output to be delivered before it is reported.
 STEP_LOG_SECONDS = 5.0
+#: ``github.token`` when the server sends none: there is no GitHub API to call, but actions
+#: whose ``token`` input is required (github-script) must get a non-empty value.
+NO_GITHUB_TOKEN = "forge-ci-has-no-github-api"
 #: How long ``start`` may take, at most (the claim's lease bounds it too).
 START_SECONDS = 30.0
 
@@ -129,6 +132,7 @@ class JobRunner:
         self.scripts: ScriptRunner
         self.trees: ActionTrees
         self.actions = ActionSteps(self)
+        self.runner_context: dict[str, str] = {}
 
     # -- reporting to the server ----------------------------------------------------------------
 
@@ -257,15 +261,21 @@ class JobRunner:
         self.scripts.job_env = job_environment(
             self.assignment.contexts["github"], self.layout, self.assignment.job_key
         )
+        # A runner started elsewhere than the image (tests on the host) names its tool cache.
+        tool_cache = os.environ.get("RUNNER_TOOL_CACHE")
+        if tool_cache:
+            self.scripts.job_env["RUNNER_TOOL_CACHE"] = tool_cache
+        self.runner_context = runner_context(self.scripts.job_env)
 
     def _contexts(self) -> dict[str, Any]:
         contexts = self.assignment.contexts
         return {
-            "github": contexts["github"],
+            "github": {"token": NO_GITHUB_TOKEN, **contexts["github"]},
             "matrix": contexts.get("matrix") or {},
             "strategy": contexts.get("strategy") or {},
             "needs": contexts.get("needs") or {},
             "steps": self.steps_context,
+            "runner": self.runner_context,
         }
 
     def _interrupted(self) -> bool:
