@@ -97,18 +97,32 @@ def _parse_v1(line: str, registered: frozenset[str]) -> Command | None:
     end = line.find("]", start)
     if end < 0:
         return None
-    info = line[start + 3 : end]
+    head = _head(line[start + 3 : end], registered, ";", _V1_ESCAPES, strip=False)
+    if head is None:
+        return None
+    return Command(head[0], head[1], unescape(line[end + 1 :], _V1_ESCAPES))
+
+
+def _head(
+    info: str,
+    registered: frozenset[str],
+    separator: str,
+    escapes: tuple[tuple[str, str], ...],
+    strip: bool,
+) -> tuple[str, dict[str, str]] | None:
+    """The name and properties of ``NAME k=v<separator>k=v``; None for an unknown name."""
     space = info.find(" ")
     name = info if space < 0 else info[:space]
     if name not in registered:
         return None
     properties: dict[str, str] = {}
     if space > 0:
-        for pair in info[space + 1 :].split(";"):
+        text = info[space + 1 :]
+        for pair in (text.strip(_WHITESPACE) if strip else text).split(separator):
             key, sep, value = pair.partition("=")
             if sep and key and value:
-                properties[key.lower()] = unescape(value, _V1_ESCAPES)
-    return Command(name, properties, unescape(line[end + 1 :], _V1_ESCAPES))
+                properties[key.lower()] = unescape(value, escapes)
+    return name, properties
 
 
 def _parse_v2(line: str, registered: frozenset[str]) -> Command | None:
@@ -118,21 +132,10 @@ def _parse_v2(line: str, registered: frozenset[str]) -> Command | None:
     end = message.find("::", 2)
     if end < 0:
         return None
-    info = message[2:end]
-    space = info.find(" ")
-    name = info if space < 0 else info[:space]
-    if name not in registered:
+    head = _head(message[2:end], registered, ",", _PROPERTY_ESCAPES, strip=True)
+    if head is None:
         return None
-    properties: dict[str, str] = {}
-    if space > 0:
-        for pair in info[space + 1 :].strip(_WHITESPACE).split(","):
-            if not pair:
-                continue
-            key, sep, value = pair.partition("=")
-            if not sep or not key or not value:
-                continue
-            properties[key.lower()] = unescape(value, _PROPERTY_ESCAPES)
-    return Command(name, properties, unescape(message[end + 2 :], _DATA_ESCAPES))
+    return Command(head[0], head[1], unescape(message[end + 2 :], _DATA_ESCAPES))
 
 
 def valid_stop_token(token: str) -> bool:
@@ -165,13 +168,17 @@ class CommandStream:
             end = data.find("\n", start)
             if end < 0:
                 rest = data[start:]
-                if not final and not self._inside_line and self._could_be_command(rest):
+                if final:
+                    if self._inside_line:
+                        yield rest
+                    else:
+                        yield from self._line(rest, "")
+                    self._inside_line = False
+                elif not self._inside_line and self._could_be_command(rest):
                     self._partial = rest
                 else:
-                    self._inside_line = not final
+                    self._inside_line = True
                     yield rest
-                    if final:
-                        self._inside_line = False
                 return
             if self._inside_line:
                 self._inside_line = False
