@@ -3,8 +3,10 @@
 ::
 
     check the workspace and socket ──► start (a fresh execution_id) ──► watchdog, heartbeats,
-    uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► for each
-    step: if ──► report running ──► run ──► file commands ──► report completed
+    uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► the actions'
+    pre steps, then each step, then the post steps (reverse order, also after a failure):
+    if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
+    completed with annotations and summary
       (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
     ──► job outputs ──► kill every leftover process ──► deliver the log (3 s)
     ──► complete (3 s) ──► report
