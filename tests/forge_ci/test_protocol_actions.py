@@ -227,3 +227,118 @@ def test_step_defaults_keep_run_steps_unchanged() -> None:
     assert parsed.steps[1].action == "" and parsed.steps[1].inputs == {}
     assert parsed.steps[0].inputs == {"fetch-depth": "0"}
     assert parsed.actions == {}
+
+
+# --- Request fields of the runner side: masks, annotations, summaries -----------------------------
+
+EXECUTION = "ef" * 16
+
+
+def _body(**fields: Any) -> bytes:
+    return json.dumps({"version": 1, "execution_id": EXECUTION, **fields}).encode()
+
+
+def test_log_masks_and_step_reports_round_trip() -> None:
+    log = protocol.LogRequest(EXECUTION, 3, "s", "stdout", "", ["a-secret", "other value"])
+    body = protocol.request_body(log)
+    assert body["masks"] == ["a-secret", "other value"]
+    assert protocol.parse_request("logs", protocol.dumps(body)) == log
+    # Empty optional fields stay off the wire (older servers never saw them).
+    assert "masks" not in protocol.request_body(
+        protocol.LogRequest(EXECUTION, 1, "", "stdout", "x")
+    )
+    note = protocol.Annotation("warning", "careful", "a.py", "T", 3, 4, 5, 6)
+    step = protocol.StepRequest(EXECUTION, "s", "completed", "success", 0, False, [note], "sum")
+    assert protocol.parse_request("steps", protocol.dumps(protocol.request_body(step))) == step
+    plain = protocol.StepRequest(EXECUTION, "s", "running", "", -1, False)
+    assert set(protocol.request_body(plain)) == {
+        "version",
+        "execution_id",
+        "step_id",
+        "state",
+        "conclusion",
+        "exit_code",
+        "continue_on_error",
+    }
+
+
+def _annotation(**fields: Any) -> dict[str, Any]:
+    base = {
+        "level": "error",
+        "message": "m",
+        "file": "",
+        "title": "",
+        "line": 0,
+        "end_line": 0,
+        "col": 0,
+        "end_column": 0,
+    }
+    return {**base, **fields}
+
+
+STEP = {
+    "step_id": "s",
+    "state": "completed",
+    "conclusion": "failure",
+    "exit_code": 1,
+    "continue_on_error": False,
+}
+
+
+@pytest.mark.parametrize(
+    "endpoint, fields, message",
+    [
+        (
+            "logs",
+            {"sequence": "1", "step_id": "", "stream": "stdout", "text": "", "masks": ["  "]},
+            "not blank",
+        ),
+        (
+            "logs",
+            {"sequence": "1", "step_id": "", "stream": "stdout", "text": "", "masks": ["x" * 2049]},
+            "1 to 2048 characters",
+        ),
+        (
+            "logs",
+            {"sequence": "1", "step_id": "", "stream": "stdout", "text": "", "masks": ["v"] * 65},
+            "more than 64",
+        ),
+        (
+            "logs",
+            {"sequence": "1", "step_id": "", "stream": "stdout", "text": "", "masks": "v"},
+            "array of strings",
+        ),
+        ("steps", {**STEP, "annotations": [_annotation(level="fatal")]}, "level must be"),
+        ("steps", {**STEP, "annotations": [_annotation(message="m" * 1025)]}, "1024"),
+        ("steps", {**STEP, "annotations": [_annotation(line=-1)]}, "line must be between"),
+        ("steps", {**STEP, "annotations": [_annotation(extra=1)]}, "unknown field"),
+        ("steps", {**STEP, "annotations": [_annotation()] * 31}, "more than 30"),
+        ("steps", {**STEP, "summary": "s" * (16 * 1024 + 1)}, "longer than 16384 bytes"),
+        (
+            "steps",
+            {**STEP, "state": "running", "conclusion": "", "summary": "x"},
+            "come with the completed report",
+        ),
+    ],
+)
+def test_request_field_refusals(endpoint: str, fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        protocol.parse_request(endpoint, _body(**fields))
+
+
+def test_hook_steps_are_the_pre_and_post_scripts_in_order() -> None:
+    parsed = Assignment.from_json(with_actions())
+    pre, post = protocol.hook_steps(parsed.steps, parsed.actions)
+    # The node action (a post script) is used only inside the composite, at greet/py.
+    assert pre == []
+    assert [(hook.id, hook.path) for hook in post] == [("post-greet-py", ("greet", "py"))]
+    data = with_actions()
+    data["steps"].append(
+        step(id="direct", name="direct", uses="actions/setup-python@v5", action=NODE_KEY)
+    )
+    data["actions"][NODE_KEY]["metadata"]["runs"]["pre"] = "dist/pre.js"
+    parsed = Assignment.from_json(data)
+    pre, post = protocol.hook_steps(parsed.steps, parsed.actions)
+    assert [hook.id for hook in pre] == ["pre-direct"]  # nested actions get no pre step
+    assert [hook.id for hook in post] == ["post-direct", "post-greet-py"]  # newest first
+    assert post[0].name == "Post Run actions/setup-python@v5"

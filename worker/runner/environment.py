@@ -17,6 +17,7 @@ name in the plan's env is refused, as the workflow engine refuses it.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -134,3 +135,18 @@ def step_environment(
         if "\x00" in value or "\x00" in name or "=" in name:
             raise StepEnvironmentError(f"env {name[:80]!r} contains a NUL character or '='")
     return env
+
+
+def runner_context(job_env: Mapping[str, str]) -> dict[str, str]:
+    """The ``runner`` context of expressions (action defaults read ``runner.debug``)."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "X64", "amd64": "X64", "aarch64": "ARM64", "arm64": "ARM64"}.get(machine, "")
+    return {
+        "os": "Linux",
+        "arch": arch or machine.upper(),
+        "name": job_env.get("RUNNER_NAME", "forge-ci"),
+        "temp": job_env.get("RUNNER_TEMP", ""),
+        "tool_cache": job_env.get("RUNNER_TOOL_CACHE", ""),
+        "debug": "",
+        "environment": "self-hosted",
+    }

@@ -16,11 +16,9 @@ per line, prepended to ``PATH`` for later steps (the last line written comes fir
 
 ``GITHUB_ENV`` may not set reserved names (the executor's ``FORGE_CI_*``, ``GITHUB_*`` and
 ``RUNNER_*``, ``PATH`` (use ``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables
-that make a shell or the loader run other code, as in workflow ``env``). The values are text:
-nothing in them is evaluated. One exception keeps real tool installers working: the loader's
-``LD_*``/``DYLD_*`` names (``actions/setup-python`` writes ``LD_LIBRARY_PATH`` for the Python it
-set up) are left out with a note in the step's log instead of failing the step; the tool cache's
-programs run without them.
+that make a shell or the loader run other code, as in workflow ``env``), except
+``LD_LIBRARY_PATH``, which tool installers (``actions/setup-python``) export. The values are text:
+nothing in them is evaluated.
 
 ``GITHUB_STATE`` (same syntax as ``GITHUB_OUTPUT``) is state a node action's ``pre`` or
 ``main`` script keeps for its later scripts, which get it as ``STATE_<name>``.
@@ -42,8 +40,7 @@ MAX_ENV_BYTES = 1024 * 1024
 MAX_PATH_ENTRIES = 100
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 _OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}\Z")
-_LOADER_PREFIXES = ("LD_", "DYLD_")
-_RESERVED_PREFIXES = ("FORGE_CI_", "GITHUB_", "RUNNER_", *_LOADER_PREFIXES)
+_RESERVED_PREFIXES = ("FORGE_CI_", "GITHUB_", "RUNNER_", "LD_", "DYLD_")
 _RESERVED_NAMES = frozenset(
     {
         "BASH_ENV",
@@ -62,6 +59,11 @@ _RESERVED_NAMES = frozenset(
 
 class FileCommandError(Exception):
     """A file command could not be applied; the message names the file and line."""
+
+
+#: Reserved names a step may still set through ``GITHUB_ENV`` for later steps: a library
+#: search path, which tool installers such as ``actions/setup-python`` export.
+_GITHUB_ENV_ALLOWED = frozenset({"LD_LIBRARY_PATH"})
 
 
 def reserved_env_name(name: str) -> bool:
@@ -138,7 +140,7 @@ def check_env_name(name: str, where: str) -> None:
             f"{where}: {name[:80]!r} is not an environment variable name (letters, digits and "
             "'_', not starting with a digit)"
         )
-    if reserved_env_name(name):
+    if reserved_env_name(name) and name not in _GITHUB_ENV_ALLOWED:
         raise FileCommandError(f"{where}: {name} is reserved for the runner and cannot be set")
 
 
@@ -151,8 +153,6 @@ class Updates:
     outputs: dict[str, str]
     state: dict[str, str]
     summary: str
-    #: Notes for the step's log: loader variables left out of GITHUB_ENV.
-    notes: list[str]
 
 
 class CommandFiles:
@@ -182,14 +182,7 @@ class CommandFiles:
 
     def read(self) -> Updates:
         env: dict[str, str] = {}
-        notes: list[str] = []
         for name, value in parse_assignments(_read(self.env, "GITHUB_ENV"), "GITHUB_ENV"):
-            if name.startswith(_LOADER_PREFIXES) and _ENV_NAME.match(name):
-                notes.append(
-                    f"GITHUB_ENV: {name} was not set (loader variables are reserved for the "
-                    "runner); later steps run without it"
-                )
-                continue
             check_env_name(name, "GITHUB_ENV")
             env[name] = value
         outputs = _named_values(_read(self.output, "GITHUB_OUTPUT"), "GITHUB_OUTPUT")
@@ -208,7 +201,7 @@ class CommandFiles:
         if len(path) > MAX_PATH_ENTRIES:
             raise FileCommandError(f"GITHUB_PATH: more than {MAX_PATH_ENTRIES} directories")
         summary = _read(self.summary, "GITHUB_STEP_SUMMARY")
-        return Updates(env, path, outputs, state, summary, notes)
+        return Updates(env, path, outputs, state, summary)
 
 
 def _named_values(text: str, what: str) -> dict[str, str]:

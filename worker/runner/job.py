@@ -3,8 +3,10 @@
 ::
 
     check the workspace and socket ──► start (a fresh execution_id) ──► watchdog, heartbeats,
-    uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► for each
-    step: if ──► report running ──► run ──► file commands ──► report completed
+    uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► the actions'
+    pre steps, then each step, then the post steps (reverse order, also after a failure):
+    if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
+    completed with annotations and summary
       (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
     ──► job outputs ──► kill every leftover process ──► deliver the log (3 s)
     ──► complete (3 s) ──► report
@@ -43,7 +45,7 @@ from worker.runner.actions.trees import ActionTrees
 from worker.runner.checkout import CheckoutError, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
-from worker.runner.environment import Layout, job_environment
+from worker.runner.environment import Layout, job_environment, runner_context
 from worker.runner.evaluation import (
     EvaluationError,
     condition_holds,
@@ -67,6 +69,9 @@ PERSIST_NOTICE = (
     "notice: persist-credentials is accepted and has no effect: the checkout uses no credentials "
     "and leaves none in .git\n"
 )
+#: ``github.token`` when the server sends none: there is no GitHub API to call, but actions
+#: whose ``token`` input is required (github-script) must get a non-empty value.
+NO_GITHUB_TOKEN = "forge-ci-has-no-github-api"
 #: How long ``start`` may take, at most (the claim's lease bounds it too).
 START_SECONDS = 30.0
 
@@ -134,6 +139,7 @@ class JobRunner:
         self.scripts: ScriptRunner
         self.trees: ActionTrees
         self.actions = ActionSteps(self)
+        self.runner_context: dict[str, str] = {}
 
     # -- reporting to the server ----------------------------------------------------------------
 
@@ -262,17 +268,21 @@ class JobRunner:
         self.scripts.job_env = job_environment(
             self.assignment.contexts["github"], self.layout, self.assignment.job_key
         )
+        # A runner started elsewhere than the image (tests on the host) names its tool cache.
+        tool_cache = os.environ.get("RUNNER_TOOL_CACHE")
+        if tool_cache:
+            self.scripts.job_env["RUNNER_TOOL_CACHE"] = tool_cache
+        self.runner_context = runner_context(self.scripts.job_env)
 
     def _contexts(self) -> dict[str, Any]:
         contexts = self.assignment.contexts
         return {
-            "github": contexts["github"],
+            "github": {"token": NO_GITHUB_TOKEN, **contexts["github"]},
             "matrix": contexts.get("matrix") or {},
             "strategy": contexts.get("strategy") or {},
             "needs": contexts.get("needs") or {},
             "steps": self.steps_context,
-            # What actions' input defaults read (github-script: runner.debug == '1').
-            "runner": runner_context(self.scripts.job_env),
+            "runner": self.runner_context,
         }
 
     def _interrupted(self) -> bool:
@@ -589,12 +599,3 @@ class JobRunner:
             self.report.reported = True
             self.report.server = status
             return
-
-
-def runner_context(job_env: dict[str, str]) -> dict[str, str]:
-    """The ``runner`` context from the job's ``RUNNER_*`` variables (``debug`` is ``""``)."""
-    names = {"os": "RUNNER_OS", "arch": "RUNNER_ARCH", "name": "RUNNER_NAME"}
-    names.update({"temp": "RUNNER_TEMP", "tool_cache": "RUNNER_TOOL_CACHE"})
-    context = {key: job_env[var] for key, var in names.items() if var in job_env}
-    context["debug"] = ""
-    return context

@@ -114,8 +114,6 @@ class ScriptRunner:
             return ProcessResult(end.exit_code or 1, {}, {})
         finally:
             files.remove()
-        for note in updates.notes:
-            self.note(log_id, note)
         self.added_env.update(updates.env)
         self.path_entries.extend(updates.path)
         if updates.summary:

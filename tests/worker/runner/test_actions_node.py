@@ -131,3 +131,17 @@ def test_a_missing_required_input_fails_the_step_before_anything_runs(
     assert seen["post-first"][:2] == ("completed", "skipped")
     log = forge.log(claimed.attempt_id, "first")
     assert "requires input 'who'" in log and "main:" not in log
+
+
+def test_pre_if_false_skips_the_pre_step_but_not_the_main(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guarded = greeter(pre="pre.js", pre_if="github.event_name == 'push'")
+    install(forge, monkeypatch, {"greeter": guarded}, {"first": ("greeter", {"who": "dan"})})
+    claimed, finished = forge.run_job(workflow("      - id: first\n        run: placeholder\n"))
+    assert finished.returncode == 0, finished
+    seen = forge.steps(claimed.attempt_id)
+    assert list(seen) == ["pre-first", "first"]
+    assert seen["pre-first"][:2] == ("completed", "skipped")  # dispatched, not pushed
+    assert "main: who=dan" in forge.log(claimed.attempt_id, "first")
+    assert "pre state=\n" in forge.log(claimed.attempt_id, "first")

@@ -27,7 +27,35 @@ def reference_unescape(text: str, mappings: tuple[tuple[str, str], ...]) -> str:
     return text
 
 
+V1 = (("%3B", ";"), ("%0D", "\r"), ("%0A", "\n"), ("%5D", "]"), ("%25", "%"))
+
+
+def reference_v1(line: str, registered: frozenset[str] = COMMANDS) -> Command | None:
+    """ActionCommand.TryParse (the ``##[name]`` form), transcribed naively."""
+    if "##[" not in line:
+        return None
+    start = line.index("##[")
+    if "]" not in line[start:]:
+        return None
+    end = line.index("]", start)
+    info = line[start + 3 : end]
+    name = info.split(" ", 1)[0]
+    if name not in registered:
+        return None
+    properties = {}
+    if " " in info and info.index(" ") > 0:
+        for pair in [p for p in info.split(" ", 1)[1].split(";") if p]:
+            parts = [p for p in pair.split("=", 1) if p]
+            if len(parts) == 2 and not pair.startswith("="):
+                properties[parts[0].lower()] = reference_unescape(parts[1], V1)
+    return Command(name, properties, reference_unescape(line[end + 1 :], V1))
+
+
 def reference_parse(line: str, registered: frozenset[str] = COMMANDS) -> Command | None:
+    return reference_v2(line, registered) or reference_v1(line, registered)
+
+
+def reference_v2(line: str, registered: frozenset[str] = COMMANDS) -> Command | None:
     """ActionCommand.TryParseV2, transcribed naively."""
     message = line.lstrip(SPACES)
     if not message.startswith("::"):
@@ -55,7 +83,7 @@ def reference_stream(text: str) -> list[str | Command]:
     for line in re.split("(?<=\n)", text):
         body = line.removesuffix("\n").removesuffix("\r")
         if stop is not None:
-            if reference_parse(body, frozenset({stop})) is not None:
+            if reference_v2(body, frozenset({stop})) is not None:
                 stop = None
                 result.append(Command("resume-commands"))
                 continue
@@ -112,6 +140,13 @@ pieces = st.sampled_from(
         "set-output name=x",
         "é",
         "\x00",
+        "##[",
+        "]",
+        ";",
+        "#",
+        "add-matcher",
+        "%3B",
+        "%5D",
     ]
 )
 lines = st.lists(pieces, max_size=12).map("".join)
@@ -159,6 +194,14 @@ def test_examples_from_the_github_documentation() -> None:
     assert parse_line("text ::error::x") is None
     assert parse_line("::error x") is None
     assert parse_line(":error::x") is None
+    # The older form, anywhere in the line (setup-python prints ##[add-matcher]PATH).
+    assert parse_line("##[add-matcher]/a/python.json") == Command(
+        "add-matcher", {}, "/a/python.json"
+    )
+    assert parse_line("x ##[error file=a;line=2]b%5Dc") == Command(
+        "error", {"file": "a", "line": "2"}, "b]c"
+    )
+    assert parse_line("##[unknown]x") is None and parse_line("##[error") is None
 
 
 def test_stop_commands_and_resume() -> None:

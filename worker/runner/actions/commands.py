@@ -1,10 +1,12 @@
 """Workflow commands on a step's standard output, parsed as the GitHub runner parses them.
 
 A line is a command when, after leading white space, it reads ``::NAME[ PROPERTIES]::DATA``
-and ``NAME`` is a known command; anything else is ordinary output. ``PROPERTIES`` is
-``key=value`` pairs separated by ``,`` (keys ignore case; a pair without ``=`` or with an empty
-side is dropped). Escapes are undone in this order, one pass each: in data ``%0D`` ``%0A``
-``%25``; in property values ``%0D`` ``%0A`` ``%3A`` ``%2C`` ``%25``.
+and ``NAME`` is a known command, or when it holds the older form ``##[NAME k=v;k=v]DATA``
+(anywhere in the line, as the runner's ``TryParse`` finds it); anything else is output.
+``PROPERTIES`` is ``key=value`` pairs separated by ``,`` (``;`` in the older form; keys ignore
+case; a pair without ``=`` or with an empty side is dropped). Escapes are undone in this order,
+one pass each: in data ``%0D`` ``%0A`` ``%25``; in property values ``%0D`` ``%0A`` ``%3A``
+``%2C`` ``%25``; in the older form ``%3B`` ``%0D`` ``%0A`` ``%5D`` ``%25``.
 
 ``::stop-commands::TOKEN`` turns command processing off until a line ``::TOKEN::``; meanwhile
 every other line is output, whatever it holds.
@@ -40,6 +42,8 @@ COMMANDS = frozenset(
 )
 _DATA_ESCAPES = (("%0D", "\r"), ("%0A", "\n"), ("%25", "%"))
 _PROPERTY_ESCAPES = (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%"))
+#: The older ``##[name key=value;key=value]data`` form (setup-python prints ``##[add-matcher]``).
+_V1_ESCAPES = (("%3B", ";"), ("%0D", "\r"), ("%0A", "\n"), ("%5D", "]"), ("%25", "%"))
 #: A line longer than this is output, not a command (and is not held back).
 MAX_LINE = 1024 * 1024
 #: What .NET's ``Trim`` removes: U+0009-U+000D, U+0085 and the Unicode space separators.
@@ -81,27 +85,57 @@ def unescape(text: str, escapes: tuple[tuple[str, str], ...]) -> str:
 
 def parse_line(line: str, registered: frozenset[str] = COMMANDS) -> Command | None:
     """The command of one line (without its line ending), or None when it is output."""
-    message = line.lstrip(_WHITESPACE)
-    if not message.startswith("::"):
-        return None
-    end = message.find("::", 2)
+    command = _parse_v2(line, registered)
+    if command is None and "##[" in line:
+        command = _parse_v1(line, registered)
+    return command
+
+
+def _parse_v1(line: str, registered: frozenset[str]) -> Command | None:
+    """``##[NAME k=v;k=v]DATA`` anywhere in the line (ActionCommand.TryParse)."""
+    start = line.find("##[")
+    end = line.find("]", start)
     if end < 0:
         return None
-    info = message[2:end]
+    head = _head(line[start + 3 : end], registered, ";", _V1_ESCAPES, strip=False)
+    if head is None:
+        return None
+    return Command(head[0], head[1], unescape(line[end + 1 :], _V1_ESCAPES))
+
+
+def _head(
+    info: str,
+    registered: frozenset[str],
+    separator: str,
+    escapes: tuple[tuple[str, str], ...],
+    strip: bool,
+) -> tuple[str, dict[str, str]] | None:
+    """The name and properties of ``NAME k=v<separator>k=v``; None for an unknown name."""
     space = info.find(" ")
     name = info if space < 0 else info[:space]
     if name not in registered:
         return None
     properties: dict[str, str] = {}
     if space > 0:
-        for pair in info[space + 1 :].strip(_WHITESPACE).split(","):
-            if not pair:
-                continue
+        text = info[space + 1 :]
+        for pair in (text.strip(_WHITESPACE) if strip else text).split(separator):
             key, sep, value = pair.partition("=")
-            if not sep or not key or not value:
-                continue
-            properties[key.lower()] = unescape(value, _PROPERTY_ESCAPES)
-    return Command(name, properties, unescape(message[end + 2 :], _DATA_ESCAPES))
+            if sep and key and value:
+                properties[key.lower()] = unescape(value, escapes)
+    return name, properties
+
+
+def _parse_v2(line: str, registered: frozenset[str]) -> Command | None:
+    message = line.lstrip(_WHITESPACE)
+    if not message.startswith("::"):
+        return None
+    end = message.find("::", 2)
+    if end < 0:
+        return None
+    head = _head(message[2:end], registered, ",", _PROPERTY_ESCAPES, strip=True)
+    if head is None:
+        return None
+    return Command(head[0], head[1], unescape(message[end + 2 :], _DATA_ESCAPES))
 
 
 def valid_stop_token(token: str) -> bool:
@@ -121,7 +155,9 @@ class CommandStream:
 
     def _could_be_command(self, text: str) -> bool:
         head = text.lstrip(_WHITESPACE)
-        return len(text) <= MAX_LINE and (head == "" or head.startswith(":"))
+        if len(text) > MAX_LINE:
+            return False
+        return head == "" or head.startswith(":") or "##[" in text or text.endswith("#")
 
     def feed(self, text: str, final: bool = False) -> Iterator[str | Command]:
         """Output pieces and commands for ``text``; ``final`` releases a partial last line."""
@@ -132,13 +168,17 @@ class CommandStream:
             end = data.find("\n", start)
             if end < 0:
                 rest = data[start:]
-                if not final and not self._inside_line and self._could_be_command(rest):
+                if final:
+                    if self._inside_line:
+                        yield rest
+                    else:
+                        yield from self._line(rest, "")
+                    self._inside_line = False
+                elif not self._inside_line and self._could_be_command(rest):
                     self._partial = rest
                 else:
-                    self._inside_line = not final
+                    self._inside_line = True
                     yield rest
-                    if final:
-                        self._inside_line = False
                 return
             if self._inside_line:
                 self._inside_line = False
@@ -153,7 +193,7 @@ class CommandStream:
         body = line[:-1] if line.endswith("\r") else line
         if len(body) <= MAX_LINE:
             if self.stop_token is not None:
-                command = parse_line(body, frozenset({self.stop_token}))
+                command = _parse_v2(body, frozenset({self.stop_token}))
                 if command is not None:
                     self.stop_token = None
                     yield Command("resume-commands")
