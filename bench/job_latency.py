@@ -1,5 +1,13 @@
 """How long a push waits for its job: ``python bench/job_latency.py [-n 10]``.
 
+Three workflows, each pushed ``-n`` times: ``plain`` (one ``run`` step), ``checkout``
+(``actions/checkout`` with ``fetch-depth: 0`` on a repository with some history, then
+``git describe``) and ``checkout + setup-python`` (the same plus the real
+``actions/setup-python@v5`` with the image's Python, mirrored into the forge from
+../shared/actions). Their push -> success medians are printed side by side with what the
+actions add over the plain job (goal: the two actions add < 1 s). When this forge-ci cannot
+mirror or run actions yet, the last workflow is left out and the bench says so.
+
 Starts a whole forge-ci on this machine (web, ssh, worker, a provider, a private Redis; the
 harness of tests/e2e) with production clocks, then pushes one new commit at a time over SSH to a
 repository whose workflow has one job with one step, and measures from the moment ``git push``
@@ -45,6 +53,24 @@ WORKFLOW = workflow(
       - run: echo "hello from the job"
 """
 )
+ACTIONS_JOB = """\
+  hello:
+    runs-on: [self-hosted, linux]
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0
+{setup}      - run: git describe --tags --always
+"""
+CHECKOUT_WORKFLOW = workflow(ACTIONS_JOB.format(setup=""))
+SETUP_PYTHON = """\
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+"""
+SETUP_PYTHON_WORKFLOW = workflow(ACTIONS_JOB.format(setup=SETUP_PYTHON))
+#: Commits of history behind each pushed commit of the checkout workflows (and a tag).
+HISTORY = 50
 
 
 def seconds(moment: datetime | None, origin: float) -> float:
@@ -63,13 +89,22 @@ def docker_run_seconds(image: str, count: int) -> list[float]:
     return times
 
 
-def one_push(forge: Forge, full_name: str, round_number: int) -> dict[str, float]:
+def one_push(
+    forge: Forge, full_name: str, round_number: int, text: str = WORKFLOW
+) -> dict[str, float]:
     client = forge.git_client
-    work = client.home / "bench"
+    work = client.home / full_name.replace("/", "-")
     if not (work / ".git").exists():
         client.git("init", "-q", "-b", "main", str(work))
+        if text != WORKFLOW:
+            for number in range(HISTORY):
+                (work / "history.txt").write_text(f"{number}\n")
+                client.git("add", "-A", cwd=work)
+                client.git("commit", "-q", "-m", f"history {number}", cwd=work)
+            client.git("tag", "-a", "v1.0", "-m", "v1.0", cwd=work)
+            client.git("push", "-q", client.url(f"{full_name}.git"), "v1.0", cwd=work)
         (work / ".github" / "workflows").mkdir(parents=True)
-        (work / ".github" / "workflows" / "ci.yml").write_text(WORKFLOW)
+        (work / ".github" / "workflows" / "ci.yml").write_text(text)
     (work / "round.txt").write_text(f"{round_number}\n")
     client.git("add", "-A", cwd=work)
     client.git("commit", "-q", "-m", f"round {round_number}", cwd=work)
@@ -113,6 +148,31 @@ def one_push(forge: Forge, full_name: str, round_number: int) -> dict[str, float
     return result
 
 
+def mirror_setup_python(forge: Forge, root: Path) -> str:
+    """Mirror actions/setup-python into the forge from the shared bundle; "" or why it cannot."""
+    shared = Path(os.environ.get("FORGE_CI_SHARED_DIR") or ROOT.parent / "shared")
+    bundle = shared / "actions" / "setup-python.bundle"
+    if not bundle.is_file():
+        return f"{bundle} is missing"
+    clone = root / "setup-python.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(clone)], check=True)
+    try:
+        forge.forge_ci("repo", "mirror", "actions/setup-python", "--from", f"file://{clone}")
+    except (AssertionError, subprocess.CalledProcessError) as exc:
+        return f"`forge-ci repo mirror` failed or does not exist here ({str(exc)[:200]})"
+    return ""
+
+
+def measure(forge: Forge, name: str, text: str, count: int) -> list[dict[str, float]] | str:
+    """``count`` rounds (after one warm-up) of ``text`` in repository ``name``, or why not."""
+    full_name = forge.repository(name)
+    try:
+        one_push(forge, full_name, 0, text)  # warm-up: first imports, image layers in cache
+    except AssertionError as exc:
+        return str(exc)[:300]
+    return [one_push(forge, full_name, n, text) for n in range(1, count + 1)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=10, help="pushes (and docker runs)")
@@ -141,9 +201,16 @@ def main() -> None:
         )
         try:
             forge.start()
-            full_name = forge.repository("latency")
-            one_push(forge, full_name, 0)  # warm-up: first imports, image layers in cache
-            rounds = [one_push(forge, full_name, n) for n in range(1, args.n + 1)]
+            measured = measure(forge, "latency", WORKFLOW, args.n)
+            assert not isinstance(measured, str), measured
+            rounds = measured
+            others: dict[str, list[dict[str, float]] | str] = {
+                "checkout": measure(forge, "latency-checkout", CHECKOUT_WORKFLOW, args.n)
+            }
+            missing = mirror_setup_python(forge, root)
+            others["checkout + setup-python"] = missing or measure(
+                forge, "latency-setup-python", SETUP_PYTHON_WORKFLOW, args.n
+            )
         finally:
             forge.stop()
             redis.stop()
@@ -160,6 +227,14 @@ def main() -> None:
     print(f"  docker run --rm {image} true: {baseline:.3f}")
     print(f"  first log line / docker run: {first / baseline:.2f}x (goal: <= 2x and <= 1.5 s)")
     print(f"  success / docker run:        {done / baseline:.2f}x")
+    print("push -> success with actions (median seconds; added over the plain job):")
+    print(f"  {'plain':<26} {done:6.3f}")
+    for name, result in others.items():
+        if isinstance(result, str):
+            print(f"  {name:<26} not measured: {result}")
+            continue
+        value = statistics.median(r["success"] for r in result)
+        print(f"  {name:<26} {value:6.3f}   +{value - done:.3f} (goal: the actions add < 1 s)")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ repository can never bring hooks of its own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pygit2
@@ -103,3 +104,15 @@ def pin(repo: pygit2.Repository, name: str, oid: str) -> None:
     if not name.startswith(INTERNAL_REF_PREFIX):
         raise ValueError(f"pins live under {INTERNAL_REF_PREFIX}, not {name}")
     repo.references.create(name, pygit2.Oid(hex=oid), force=True)
+
+
+def clean_git_environment(home: str) -> dict[str, str]:
+    """For git subprocesses: no user or system configuration applies, no prompt is shown."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": home,
+        "LANG": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+    }

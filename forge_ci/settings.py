@@ -74,6 +74,9 @@ class Settings:
     #: How long a claim or a heartbeat leases an attempt; a runner that stops renewing it for
     #: this long makes the job ``lost``. Shorter leases notice dead providers sooner.
     lease_seconds: float = 60.0
+    #: Where ``uses: OWNER/REPO@REF`` is looked for after the forge's own repository of that
+    #: name, in order (``<source>/<OWNER>/<REPO>``); empty: only the forge (``none``).
+    action_sources: tuple[str, ...] = ("https://github.com",)
     #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
     #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
     test_faults: tuple[TestFault, ...] = ()
@@ -118,6 +121,11 @@ class Settings:
         return self.data_dir / "run"
 
     @property
+    def action_cache_dir(self) -> Path:
+        """Bare repositories of actions fetched from upstream sources (and their pins)."""
+        return self.data_dir / "action-cache"
+
+    @property
     def ssh_url(self) -> str:
         host, port = self.ssh_listen
         return f"ssh://git@{_url_host(host)}:{port}"
@@ -139,6 +147,7 @@ _ENV = {
     "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
+    "action_sources": "FORGE_CI_ACTION_SOURCES",
 }
 #: Every environment variable that chooses a setting, the configuration file's first.
 SETTING_VARIABLES = ("FORGE_CI_CONFIG", *_ENV.values())
@@ -288,8 +297,40 @@ def load_settings(
             raw.get("claim_wait_seconds", 20), "FORGE_CI_CLAIM_WAIT_SECONDS"
         ),
         lease_seconds=_lease_seconds(raw.get("lease_seconds", 60)),
+        action_sources=parse_action_sources(raw.get("action_sources", "https://github.com")),
         test_faults=parse_test_faults(environ),
     )
+
+
+#: URL schemes an action source may use (git fetches them; file:// and loopback serve tests).
+ACTION_SOURCE_SCHEMES = ("https://", "http://", "git://", "ssh://", "file://")
+
+
+def parse_action_sources(value: Any) -> tuple[str, ...]:
+    """``FORGE_CI_ACTION_SOURCES``: URLs separated by commas or spaces (a TOML list too), or
+    ``none``. Each is a base URL such as ``https://github.com``; order is lookup order."""
+    name = "FORGE_CI_ACTION_SOURCES"
+    if isinstance(value, list | tuple):
+        items = [str(item) for item in value]
+    else:
+        items = str(value).replace(",", " ").split()
+    if [item.lower() for item in items] == ["none"] or not items:
+        return ()
+    sources: list[str] = []
+    for item in items:
+        url = item.rstrip("/")
+        if item.lower() == "none":
+            raise ConfigurationError(f"{name}: 'none' cannot be combined with sources")
+        if not url.startswith(ACTION_SOURCE_SCHEMES) or len(url) <= len("file://"):
+            raise ConfigurationError(
+                f"{name}: {item!r} is not a source URL (use {', '.join(ACTION_SOURCE_SCHEMES)}"
+                " or none)"
+            )
+        if any(char.isspace() or char in "?#" for char in url):
+            raise ConfigurationError(f"{name}: {item!r} may not hold a query or fragment")
+        if url not in sources:
+            sources.append(url)
+    return tuple(sources)
 
 
 def _is_file(path: Path) -> bool:

@@ -108,6 +108,8 @@ class Forge:
             "FORGE_CI_LEASE_SECONDS": str(LEASE_SECONDS),
             "FORGE_CI_TESTING": "1",
             "FORGE_CI_TEST_FAULTS": f"job-minute-seconds={JOB_MINUTE_SECONDS}",
+            # Never the default https://github.com: tests name loopback or file:// sources.
+            "FORGE_CI_ACTION_SOURCES": "none",
         }
         self.env.pop("FORGE_CI_CONFIG", None)
         for name, value in self.overrides.items():

@@ -63,7 +63,11 @@ def bench_settings(kind: str) -> Iterator[Settings]:
             upgrade(engine)
             engine.dispose()
             settings = load_settings(
-                env={"FORGE_CI_DATA_DIR": str(data), "FORGE_CI_DATABASE_URL": url}
+                env={
+                    "FORGE_CI_DATA_DIR": str(data),
+                    "FORGE_CI_DATABASE_URL": url,
+                    "FORGE_CI_ACTION_SOURCES": "none",
+                }
             )
             ensure_layout(settings)
             yield settings

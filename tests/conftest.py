@@ -198,7 +198,14 @@ def sqlite_db_url(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[st
 
 
 def make_settings(data_dir: Path, database_url: str, **extra: str) -> Settings:
-    env = {"FORGE_CI_DATA_DIR": str(data_dir), "FORGE_CI_DATABASE_URL": database_url, **extra}
+    # No test reaches https://github.com: upstream action sources are loopback or file:// URLs
+    # a test names itself.
+    env = {
+        "FORGE_CI_DATA_DIR": str(data_dir),
+        "FORGE_CI_DATABASE_URL": database_url,
+        "FORGE_CI_ACTION_SOURCES": "none",
+        **extra,
+    }
     return load_settings(env=env)
 
 

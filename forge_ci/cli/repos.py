@@ -142,3 +142,35 @@ def repo_schedules(full_name: str, limit: int, as_json: bool) -> None:
         echo_json(rows)
     else:
         echo_table(rows, ["minute", "workflow_path", "outcome", "run", "detail"])
+
+
+@repo.command("mirror")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.option("--from", "url", required=True, metavar="URL", help="The git URL to mirror.")
+@click.option("--prune", is_flag=True, help="Also delete branches and tags the URL no longer has.")
+def repo_mirror(full_name: str, url: str, prune: bool) -> None:
+    """Create or refresh OWNER/NAME from URL: every branch and tag (actions the forge allows).
+
+    A refresh never deletes a branch or tag without --prune. Runs keep the action commits they
+    pinned, whatever a refresh moves or deletes.
+    """
+    from forge_ci.runs.mirrors import mirror_repository
+
+    with session_scope() as session:
+        result = mirror_repository(
+            session, settings(), Actor.operator(), full_name, url, prune=prune
+        )
+    if result.created_owner:
+        click.echo(f"created user {full_name.partition('/')[0]} (owner of mirrors, no keys)")
+    verb = "created" if result.created_repository else "refreshed"
+    click.echo(
+        f"{verb} {full_name} from {url}: {len(result.added)} added, {len(result.moved)} moved, "
+        f"{len(result.deleted)} deleted"
+    )
+    for label, refs in (
+        ("added", result.added),
+        ("moved", result.moved),
+        ("deleted", result.deleted),
+    ):
+        for ref in refs:
+            click.echo(f"  {label} {ref}")

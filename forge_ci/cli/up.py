@@ -2,8 +2,9 @@
 
 init ──► private Redis (the default URL) ──► worker, ssh, web ──► ports answer
      ──► Docker reachable and the runner image built?
-           yes: ``provider ensure`` (name local, labels self-hosted,linux, scope all, token
-                in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
+           yes: ``provider ensure`` (name local, labels self-hosted,linux,x64,ubuntu-latest,
+                ubuntu-24.04,ubuntu-22.04 - a Debian image offered for those labels - scope
+                all, token in <data dir>/provider-token, 0600) ──► ``provider run --slots 2``
            no:  say what is missing; jobs stay queued until a provider comes
      ──► with --demo: the demo (forge_ci.cli.demo) ──► the ``export`` lines for the CLI
      ──► wait, or stop with --exit-after-demo ──► stop: provider, web/ssh/worker, Redis last
@@ -35,7 +36,9 @@ from forge_ci.settings import DEFAULT_DATA_DIR, SETTING_VARIABLES, Settings, loa
 SERVICES = ("worker", "ssh", "web", "provider")
 #: The provider ``up`` registers for this machine.
 LOCAL_PROVIDER = "local"
-LOCAL_LABELS = "self-hosted,linux"
+#: The standard image (Debian bookworm, deploy/runner.Dockerfile) is offered for GitHub's
+#: standard Ubuntu x64 labels, so ``runs-on: ubuntu-latest`` finds this provider.
+LOCAL_LABELS = "self-hosted,linux,x64,ubuntu-latest,ubuntu-24.04,ubuntu-22.04"
 LOCAL_SLOTS = 2
 
 

@@ -49,6 +49,9 @@ def _check(path: str, data: bytes) -> dict[str, Any]:
             "notices": [],
             "plan_digest": None,
         }
+    local = [d.as_dict() for d in _local_action_problems(path, parsed)]
+    if local:
+        return {"path": path, "valid": False, "errors": local, "notices": [], "plan_digest": None}
     return {
         "path": path,
         "valid": True,
@@ -56,6 +59,48 @@ def _check(path: str, data: bytes) -> dict[str, Any]:
         "notices": [notice.as_dict() for notice in parsed.notices],
         "plan_digest": plan_digest(build_plan(parsed)),
     }
+
+
+def _local_action_problems(path: str, parsed: Any) -> list[Any]:
+    """Offline checks of ``./PATH`` actions when FILE sits in a checkout's .github/workflows.
+
+    Their action.yml is read from the working tree (run creation reads it from the commit) and
+    checked, and so are the step's ``with`` keys against its inputs. Other actions are checked
+    when a run is created.
+    """
+    from forge_ci.workflow import Diagnostic
+    from forge_ci.workflow.action_metadata import ActionInvalid, parse_action_metadata
+    from forge_ci.workflow.actions import input_problems, parse_reference
+    from forge_ci.workflow.nodes import Mapping
+
+    workflow_dir = Path(path).resolve().parent
+    if workflow_dir.parts[-2:] != (".github", "workflows"):
+        return []
+    root = workflow_dir.parent.parent
+    problems: list[Diagnostic] = []
+    for job in parsed.jobs:
+        for step in job.steps:
+            if step.action is None or not step.action.startswith("."):
+                continue
+            uses = step.node.get("uses") or step.node
+            folder = root / parse_reference(step.action).path
+            files = [folder / name for name in ("action.yml", "action.yaml")]
+            found = next((file for file in files if file.is_file()), None)
+            if found is None:
+                message = f"uses: {step.action}: there is no {folder}/action.yml (or action.yaml)"
+                problems.append(Diagnostic(uses.line, uses.column, message))
+                continue
+            try:
+                metadata = parse_action_metadata(found.read_bytes(), step.action, found.name)
+            except ActionInvalid as exc:
+                problems.append(Diagnostic(uses.line, uses.column, exc.message))
+                continue
+            with_node = step.node.get("with")
+            keys = with_node.items if isinstance(with_node, Mapping) else []
+            positions = {key.value: key for key, _ in keys}
+            for name, message in input_problems(step.action, metadata.input_names, positions):
+                problems.append(Diagnostic(positions[name].line, positions[name].column, message))
+    return problems
 
 
 @workflow.command()

@@ -59,7 +59,15 @@ from forge_ci.models import (
     RunSequence,
     utcnow,
 )
-from forge_ci.protocol import API_PREFIX, Assignment, AssignmentStep, ClaimRequest
+from forge_ci.protocol import (
+    API_PREFIX,
+    Action,
+    Assignment,
+    AssignmentStep,
+    ClaimRequest,
+    hook_steps,
+)
+from forge_ci.runs.actions import job_action_keys
 from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
 from forge_ci.secrets.policy import variables_for
 
@@ -97,7 +105,33 @@ class ClaimOutcome:
 # --- Assignments ---------------------------------------------------------------------------------
 
 
-def _wire_step(step: dict[str, Any]) -> AssignmentStep:
+def action_archive_path(attempt_id: int, index: int) -> str:
+    """Where the runner fetches the tree of the run's ``index``-th action (sorted by key)."""
+    return f"{API_PREFIX}/attempts/{attempt_id}/actions/{index}.tar"
+
+
+def wire_actions(run: Run, attempt_id: int, keys: list[str]) -> dict[str, Action]:
+    """The assignment's ``actions``: the snapshot's entries for ``keys``, with archive paths."""
+    entries = (run.actions or {}).get("actions") or {}
+    ordered = sorted(entries)
+    result: dict[str, Action] = {}
+    for key in keys:
+        entry = entries[key]
+        result[key] = Action.from_json(
+            {
+                "reference": entry["reference"],
+                "repository": entry["repository"],
+                "commit": entry["commit"],
+                "path": entry["path"],
+                "archive_path": action_archive_path(attempt_id, ordered.index(key)),
+                "metadata": entry["metadata"],
+            },
+            f"actions[{key!r}]",
+        )
+    return result
+
+
+def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -> AssignmentStep:
     return AssignmentStep(
         id=str(step["id"]),
         name=step.get("name") or str(step["id"]),
@@ -109,6 +143,8 @@ def _wire_step(step: dict[str, Any]) -> AssignmentStep:
         condition=step.get("if") or "success()",
         continue_on_error=step.get("continue_on_error", False),
         timeout_minutes=step.get("timeout_minutes") or 0,
+        action=(references or {}).get(step.get("uses") or "", ""),
+        inputs=dict(step.get("with") or {}),
     )
 
 
@@ -144,6 +180,9 @@ def build_assignment(
     It names secrets but holds no value: the runner asks for a started step's values.
     """
     plan_job = job.definition()
+    steps = list(plan_job.get("steps", []))
+    references = dict((run.actions or {}).get("references") or {})
+    actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
     needs: dict[str, Any] = {}
     if job.needs:
         graph = RunGraph(session, run)
@@ -159,7 +198,7 @@ def build_assignment(
         job_workflow_id=job.job_id,
         job_name=job.name,
         timeout_minutes=attempt.timeout_minutes,
-        steps=tuple(_wire_step(step) for step in plan_job.get("steps", [])),
+        steps=tuple(_wire_step(step, references) for step in steps),
         outputs=dict(plan_job.get("outputs") or {}),
         contexts={
             "github": github_context(run, job, attempt),
@@ -170,6 +209,7 @@ def build_assignment(
             "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
         },
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
+        actions=actions,
         lease_deadline_ms=to_ms(attempt.lease_expires_at),
         job_deadline_ms=to_ms(attempt.job_deadline_at),
         server_time_ms=to_ms(now),
@@ -318,19 +358,26 @@ def _allocate(
     refresh_next_check(attempt)
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
-    for position, step in enumerate(plan_job.get("steps", [])):
-        name = step.get("name")
-        attempt.steps.append(
-            AttemptStep(
-                position=position,
-                step_id=str(step["id"]),
-                name=name if isinstance(name, str) else str(step["id"]),
-                state=states.PENDING,
-            )
-        )
     session.add(attempt)
     session.flush()
-    return build_assignment(session, attempt, job, run, now)
+    assignment = build_assignment(session, attempt, job, run, now)
+    _add_steps(attempt, plan_job, assignment)
+    session.flush()
+    return assignment
+
+
+def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment) -> None:
+    """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
+    rows: list[tuple[str, str]] = []
+    for step in plan_job.get("steps", []):
+        name = step.get("name")
+        rows.append((str(step["id"]), name if isinstance(name, str) else str(step["id"])))
+    pre, post = hook_steps(assignment.steps, assignment.actions)
+    rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
+    for position, (step_id, name) in enumerate(rows):
+        attempt.steps.append(
+            AttemptStep(position=position, step_id=step_id, name=name, state=states.PENDING)
+        )
 
 
 def _claim_in_repository(

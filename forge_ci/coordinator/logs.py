@@ -42,6 +42,8 @@ from forge_ci.repos import RepositoryAccess, find_repository, repository_access
 from forge_ci.runs.queries import find_run
 
 PAGE_SIZE = 100
+#: ``::add-mask::`` values one attempt may add (each is a pattern of its masker).
+MAX_ATTEMPT_MASKS = 1000
 
 #: Built maskers shared by the requests of one process.
 MASKERS = MaskerCache()
@@ -54,8 +56,9 @@ def limit_message(cap: int) -> str:
 def attempt_masker(session: Session, attempt: Attempt, token: str) -> Masker:
     """The masker for ``attempt``: its credential and every value issued to it.
 
-    Values are only added while the attempt lives (one delivery per step) and deleted when it
-    ends, so the masker is cached per attempt, credential and number of issued values: a chunk
+    Secret values are only added while the attempt lives (one delivery per step), and
+    ``::add-mask::`` values arriving with log chunks are kept beside them; all are deleted when it
+    ends, so the masker is cached per attempt, credential and number of masked values: a chunk
     after the first neither reads nor decrypts them (for 64 secrets that was a sixth of a
     chunk's time on SQLite), it only counts them.
     """
@@ -91,7 +94,12 @@ def append_log(
     reconcile(session, attempt, now)
     require_execution(attempt, request.execution_id)
     digest = keyed_digest(
-        token, decimal(request.sequence), request.step_id, request.stream, request.text
+        token,
+        decimal(request.sequence),
+        request.step_id,
+        request.stream,
+        request.text,
+        *(["masks", *request.masks] if request.masks else []),
     )
     if request.sequence <= attempt.acknowledged_sequence:
         stored = session.scalar(
@@ -123,6 +131,8 @@ def append_log(
             notice(session, attempt, message)
             cancel_attempt(session, attempt, message, now)
         return LogAck(False, message)
+    if request.masks:
+        _add_masks(session, attempt, token, request)
     masker = attempt_masker(session, attempt, token)
     key = (attempt.id, request.step_id, request.stream)
     row = session.get(LogCarry, key)
@@ -166,6 +176,20 @@ def append_log(
     attempt.acknowledged_sequence = request.sequence
     attempt.log_bytes += size
     return LogAck(True)
+
+
+def _add_masks(session: Session, attempt: Attempt, token: str, request: LogRequest) -> None:
+    """Keep the chunk's ``::add-mask::`` values: this chunk and every later text is masked."""
+    room = MAX_ATTEMPT_MASKS - attempt.mask_count
+    added = secrets.remember_masks(session, attempt, token, request.masks[: max(room, 0)])
+    if len(request.masks) > room:
+        notice(
+            session,
+            attempt,
+            f"more than {MAX_ATTEMPT_MASKS} ::add-mask:: values; later ones are not added",
+            request.step_id,
+        )
+    attempt.mask_count += added
 
 
 # --- Reading -------------------------------------------------------------------------------------

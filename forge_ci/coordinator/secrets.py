@@ -123,8 +123,42 @@ def _context(attempt_id: int, step_id: str, name: str) -> str:
     return f"secret/{attempt_id}/{step_id}/{name}"
 
 
+def remember_masks(session: Session, attempt: Attempt, token: str, values: list[str]) -> int:
+    """Keep ``::add-mask::`` values beside the issued ones (step ``""``, names ``mask-<n>``);
+    how many were new."""
+    known = set(issued_values(session, attempt, token)) if values else set()
+    added = 0
+    for value in values:
+        if value in known:
+            continue
+        known.add(value)
+        name = f"mask-{attempt.mask_count + added}"
+        session.add(
+            AttemptSecret(
+                attempt_id=attempt.id,
+                step_id=MASKS_STEP,
+                name=name,
+                sealed=seal_text(token, _context(attempt.id, MASKS_STEP, name), value),
+            )
+        )
+        added += 1
+    session.flush()
+    return added
+
+
 def issued(session: Session, attempt: Attempt, token: str) -> StepSecrets:
     """The values issued to ``attempt`` (readable only with its credential)."""
+    stored = _stored(session, attempt, token)
+    stored.pop(MASKS_STEP, None)
+    return stored
+
+
+#: The ``step_id`` of the rows that keep ``::add-mask::`` values.
+MASKS_STEP = ""
+
+
+def _stored(session: Session, attempt: Attempt, token: str) -> StepSecrets:
+    """Issued values by step, and the ``::add-mask::`` values under :data:`MASKS_STEP`."""
     result: StepSecrets = {}
     # Plain rows, not ORM objects: this runs for every log chunk of an attempt with secrets.
     rows = session.execute(
@@ -139,11 +173,13 @@ def issued(session: Session, attempt: Attempt, token: str) -> StepSecrets:
 
 
 def issued_values(session: Session, attempt: Attempt, token: str) -> list[str]:
-    return [value for env in issued(session, attempt, token).values() for value in env.values()]
+    """Every value masked for ``attempt``: issued secrets and ``::add-mask::`` values."""
+    stored = _stored(session, attempt, token)
+    return [value for env in stored.values() for value in env.values()]
 
 
 def issued_count(session: Session, attempt: Attempt) -> int:
-    """How many values the attempt was given so far (names the masker's generation)."""
+    """How many values are masked for the attempt so far (names the masker's generation)."""
     return int(
         session.scalar(
             select(func.count())

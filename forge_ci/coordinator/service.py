@@ -21,7 +21,16 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator import attempts, claims, logs, secrets, sources, steps
+from forge_ci.coordinator import (
+    action_sources,
+    attempts,
+    bundles,
+    claims,
+    logs,
+    secrets,
+    sources,
+    steps,
+)
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
@@ -209,12 +218,38 @@ class Coordinator:
             return sources.locate_source(session, directory, attempt, request, now)
 
         target, status = self._attempt_request(token, attempt_id, operation)
-        if isinstance(target, str):
-            raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
-        try:
-            return sources.build_archive(target), status
-        except SourceRefused as error:
-            raise AttemptRefused(error, status) from None
+        return _archive(target, status, sources.build_archive)
+
+    def action_source(
+        self, token: str | None, attempt_id: int, index: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The tree of the run's ``index``-th action as a ``tar`` (:mod:`.action_sources`)."""
+        settings = self.settings
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> action_sources.ActionTarget | str:
+            return action_sources.locate_action(session, settings, attempt, request, index, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        return _archive(target, status, action_sources.build_action_archive)
+
+    def source_bundle(
+        self, token: str | None, attempt_id: int, request: SourceRequest
+    ) -> tuple[sources.SourceArchive, AttemptStatus]:
+        """The checkout step's commit and history as a ``git bundle`` (see :mod:`.bundles`).
+
+        Checked like :meth:`source`, in the attempt's transaction; the bundle is made after it.
+        """
+        directory = self.settings.repositories_dir
+
+        def operation(
+            session: Session, attempt: Attempt, now: datetime
+        ) -> bundles.BundleTarget | str:
+            return bundles.locate_bundle(session, directory, attempt, request, now)
+
+        target, status = self._attempt_request(token, attempt_id, operation)
+        return _archive(target, status, bundles.build_bundle)
 
     def secrets(
         self, token: str, attempt_id: int, request: SecretsRequest
@@ -239,7 +274,10 @@ class Coordinator:
     def step(self, token: str | None, attempt_id: int, request: StepRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:
             attempts.require_execution(attempt, request.execution_id)
-            steps.report_step(session, attempt, request, now)
+            mask = None
+            if token is not None and (request.annotations or request.summary):
+                mask = logs.attempt_masker(session, attempt, token).mask_text
+            steps.report_step(session, attempt, request, now, mask)
 
         return self._attempt_request(token, attempt_id, operation)[1]
 
@@ -264,3 +302,17 @@ class Coordinator:
             attempts.complete(session, attempt, request, now, token=token, masked_outputs=masked)
 
         return self._attempt_request(token, attempt_id, operation)[1]
+
+
+def _archive(
+    target: T | str,
+    status: AttemptStatus,
+    build: Callable[[T], sources.SourceArchive],
+) -> tuple[sources.SourceArchive, AttemptStatus]:
+    """Build the archive of a located ``target``; a refusal text means the attempt was cancelled."""
+    if isinstance(target, str):
+        raise AttemptRefused(CancelRequested(f"cancelled: {target}"), status)
+    try:
+        return build(target), status
+    except SourceRefused as error:
+        raise AttemptRefused(error, status) from None

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 from forge_ci.coordinator.attempts import running_job
 from forge_ci.coordinator.claims import reads_contents
 from forge_ci.coordinator.errors import SourceNotPermitted, SourceRefused
-from forge_ci.gitstore import repository_path
+from forge_ci.gitstore import clean_git_environment, repository_path
 from forge_ci.models import Attempt, Repository
 from forge_ci.protocol import SourceRequest
 from forge_ci.runs.pins import pinned_commit
@@ -151,18 +151,6 @@ def check_tree(git: pygit2.Repository, sha: str) -> int:
     return files
 
 
-def _git_environment(home: str) -> dict[str, str]:
-    """No user or system configuration: nothing configured outside the repository applies."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": home,
-        "LANG": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-    }
-
-
 def build_archive(
     target: SourceTarget,
     *,
@@ -193,22 +181,38 @@ def build_archive(
 def _run_git_archive(
     target: SourceTarget, out: IO[bytes], deadline: float, seconds: float, limit: int
 ) -> int:
+    command = [
+        "git",
+        f"--git-dir={target.repository_dir}",
+        # 0644 / 0755 whatever the repository's configuration says.
+        "-c",
+        "tar.umask=0022",
+        "archive",
+        "--format=tar",
+        target.sha,
+    ]
+    return stream_git(command, out, deadline, seconds, limit, "source archive")
+
+
+def stream_git(
+    command: list[str],
+    out: IO[bytes],
+    deadline: float,
+    seconds: float,
+    limit: int,
+    what: str,
+) -> int:
+    """Run git ``command`` (no user or system configuration) and copy its output to ``out``.
+
+    At most ``limit`` bytes, until ``deadline`` (monotonic); else SourceRefused naming ``what``.
+    """
     with tempfile.TemporaryDirectory(prefix="forge-ci-git-") as home:
         process = subprocess.Popen(
-            [
-                "git",
-                f"--git-dir={target.repository_dir}",
-                # 0644 / 0755 whatever the repository's configuration says.
-                "-c",
-                "tar.umask=0022",
-                "archive",
-                "--format=tar",
-                target.sha,
-            ],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_git_environment(home),
+            env=clean_git_environment(home),
             cwd=home,
         )
         assert process.stdout is not None and process.stderr is not None
@@ -223,7 +227,7 @@ def _run_git_archive(
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     refusal = SourceRefused(
-                        f"making the source archive took longer than {seconds:g} seconds"
+                        f"making the {what} took longer than {seconds:g} seconds"
                     )
                     break
                 for key, _ in selector.select(remaining):
@@ -239,7 +243,7 @@ def _run_git_archive(
                     size += len(data)
                     if size > limit:
                         refusal = SourceRefused(
-                            f"the source archive is larger than {limit} bytes (64 MiB)"
+                            f"the {what} is larger than {limit} bytes ({limit // 2**20} MiB)"
                         )
                         break
                     out.write(data)
@@ -257,5 +261,5 @@ def _run_git_archive(
         if status != 0:
             first = errors.decode("utf-8", "replace").strip().splitlines()[:1]
             detail = f": {first[0][:200]}" if first else ""
-            raise SourceRefused(f"git archive failed with status {status}{detail}")
+            raise SourceRefused(f"git ({what}) failed with status {status}{detail}")
         return size

@@ -8,19 +8,24 @@ Rules (every change goes through :func:`forge_ci.states.require_transition`):
 - repeating a report is acknowledged; contradicting an earlier one is a conflict;
 - when the attempt ends, running steps are recorded as interrupted and pending ones skipped.
 
+A completed report may carry the step's annotations and summary: stored masked, once (a
+repeated report changes nothing).
+
 A job succeeds only if every step succeeded, was skipped by its condition, or failed while
 ``continue-on-error`` was true (:func:`success_refusal`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.coordinator.errors import StepConflict, UnknownStep
-from forge_ci.models import Attempt, AttemptStep
+from forge_ci.models import Attempt, AttemptAnnotation, AttemptStep
 from forge_ci.protocol import StepRequest
 
 #: Conclusions a step may reach without having run.
@@ -45,8 +50,18 @@ def _unfinished_before(attempt: Attempt, step: AttemptStep) -> AttemptStep | Non
     return None
 
 
-def report_step(session: Session, attempt: Attempt, request: StepRequest, now: datetime) -> None:
-    """Apply one step report to a running attempt (the caller holds its lock)."""
+def report_step(
+    session: Session,
+    attempt: Attempt,
+    request: StepRequest,
+    now: datetime,
+    mask: Callable[[str], str] | None = None,
+) -> None:
+    """Apply one step report to a running attempt (the caller holds its lock).
+
+    A completed report's annotations and summary are stored through ``mask`` (the attempt's
+    masker); without one (no credential) they are not stored at all.
+    """
     step = _find(attempt, request.step_id)
     exit_code = None if request.exit_code < 0 else request.exit_code
     if request.state == states.RUNNING:
@@ -89,6 +104,45 @@ def report_step(session: Session, attempt: Attempt, request: StepRequest, now: d
     step.exit_code = exit_code
     step.continue_on_error = request.continue_on_error
     step.completed_at = now
+    if mask is not None:
+        _keep_effects(session, attempt, step, request, mask)
+
+
+def _keep_effects(
+    session: Session,
+    attempt: Attempt,
+    step: AttemptStep,
+    request: StepRequest,
+    mask: Callable[[str], str],
+) -> None:
+    if request.summary:
+        step.summary = mask(request.summary)
+    if not request.annotations:
+        return
+    position = (
+        session.scalar(
+            select(func.count())
+            .select_from(AttemptAnnotation)
+            .where(AttemptAnnotation.attempt_id == attempt.id)
+        )
+        or 0
+    )
+    for offset, item in enumerate(request.annotations):
+        session.add(
+            AttemptAnnotation(
+                attempt_id=attempt.id,
+                position=position + offset,
+                step_id=step.step_id,
+                level=item.level,
+                message=mask(item.message),
+                file=mask(item.file),
+                title=mask(item.title),
+                line=item.line,
+                end_line=item.end_line,
+                col=item.col,
+                end_column=item.end_column,
+            )
+        )
 
 
 def success_refusal(attempt: Attempt) -> str | None:

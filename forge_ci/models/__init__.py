@@ -1,6 +1,7 @@
 """SQLAlchemy models on the core's ``Base``. Import this package to register every table."""
 
 from forge_ci.models.accounts import SshKey, User
+from forge_ci.models.annotations import AttemptAnnotation
 from forge_ci.models.attempts import Attempt, AttemptSecret, AttemptStep
 from forge_ci.models.base import Base, utcnow
 from forge_ci.models.logs import LogCarry, LogRecord
@@ -15,6 +16,7 @@ from forge_ci.models.signins import LoginThrottle, WebSession
 
 __all__ = [
     "Attempt",
+    "AttemptAnnotation",
     "AttemptSecret",
     "AttemptStep",
     "Base",

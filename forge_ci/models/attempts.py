@@ -2,7 +2,8 @@
 
 ::
 
-    jobs 1──* attempts 1──* attempt_steps        one row per plan step, created at claim
+    jobs 1──* attempts 1──* attempt_steps        one row per plan step (and per pre/post step
+                  │                              of a node action), created at claim
                   │   \\
                   │    1──* attempt_secrets       issued values, sealed, deleted at the end
                   *──1 providers
@@ -123,6 +124,9 @@ class Attempt(Base):
     #: The mask written in place of secrets, fixed at claim from the attempt's patterns (its
     #: character occurs in none of them); ends a carry stored without its ending (before 0005).
     log_mask: Mapped[str] = mapped_column(String(16), default="***")
+    #: ``::add-mask::`` values received so far (kept as attempt_secrets rows ``mask-<n>``);
+    #: part of the key of the attempt's cached masker.
+    mask_count: Mapped[int] = mapped_column(default=0, server_default="0")
 
     provider: Mapped[Provider] = relationship()
     steps: Mapped[list[AttemptStep]] = relationship(
@@ -167,6 +171,8 @@ class AttemptStep(Base):
     continue_on_error: Mapped[bool] = mapped_column(default=False)
     #: Recorded by the server when it ended the step itself (interrupted, skipped at the end).
     status_reason: Mapped[str | None] = mapped_column(Text)
+    #: What the step wrote to ``$GITHUB_STEP_SUMMARY``, masked; shown as text, never as HTML.
+    summary: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
 

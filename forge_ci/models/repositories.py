@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from forge_ci.models.accounts import User
@@ -34,6 +34,9 @@ class Repository(Base):
         ForeignKey("users.id", ondelete="SET NULL")
     )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    #: Set by ``forge-ci repo mirror``: the URL it mirrors. An operator's mirror is an action
+    #: every run creator may use (``uses: OWNER/NAME@REF``); other repositories need read access.
+    mirror_url: Mapped[str | None] = mapped_column(Text)
 
     owner: Mapped[User] = relationship(foreign_keys=[owner_id])
     scheduled_workflows_requester: Mapped[User | None] = relationship(

@@ -67,6 +67,7 @@ RUN_SNAPSHOT_COLUMNS = (
     "plan_version",
     "plan_digest",
     "context",
+    "actions",
 )
 
 
@@ -129,6 +130,9 @@ class Run(Base):
     plan_digest: Mapped[str] = mapped_column(String(64))
     #: ``{"repository", "sha", "event_name", "head_ref", "base_ref"}`` captured at creation.
     context: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: The resolved ``uses:`` actions: commits, pins, action.yml (see forge_ci.runs.actions).
+    #: None for runs created before actions existed (they use none).
+    actions: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     # --- Scheduling ------------------------------------------------------------------------
     #: The resolved concurrency group (None: no group) and its SHA-256, which is indexed.

@@ -9,7 +9,11 @@ the same functions, so they cannot drift apart. One module per channel::
       ^
     api           provider/runner -> server: requests to /-/runner-api/v1, AttemptStatus
       ^
-    assignment    server -> runner on claim: Assignment, AssignmentStep, claim_body
+    steps         a step of the plan (a job's or a composite action's): AssignmentStep
+      ^
+    actions       the actions a job may run, with their metadata: Action, ActionMetadata
+      ^
+    assignment    server -> runner on claim: Assignment, claim_body
       ^
     runner_input  provider -> runner: the envelope on the runner's standard input
 
@@ -28,6 +32,18 @@ Encoding rules (``docs/runner-protocol.md`` is the reference for runner authors)
 
 from __future__ import annotations
 
+from forge_ci.protocol.actions import (
+    ACTION_KINDS,
+    COMPOSITE,
+    NODE_RUNTIMES,
+    Action,
+    ActionInput,
+    ActionMetadata,
+    ActionRuns,
+    HookStep,
+    action_key,
+    hook_steps,
+)
 from forge_ci.protocol.api import (
     API_PREFIX,
     ATTEMPT_CONCLUSIONS,
@@ -40,11 +56,13 @@ from forge_ci.protocol.api import (
     MAX_LOG_TEXT_BYTES,
     MAX_OUTPUT_NAME,
     MAX_OUTPUTS,
+    MAX_SUMMARY_BYTES,
     MAX_WAIT_SECONDS,
     RECORD_STREAMS,
     REPORTED_CONCLUSIONS,
     STEP_CONCLUSIONS,
     STEP_WIRE_STATES,
+    Annotation,
     AttemptStatus,
     ClaimRequest,
     CompleteRequest,
@@ -95,6 +113,16 @@ from forge_ci.protocol.runner_input import (
 )
 
 __all__ = [
+    "ACTION_KINDS",
+    "Action",
+    "ActionInput",
+    "ActionMetadata",
+    "ActionRuns",
+    "COMPOSITE",
+    "NODE_RUNTIMES",
+    "HookStep",
+    "action_key",
+    "hook_steps",
     "API_PREFIX",
     "ASSIGNMENT_VERSION",
     "ATTEMPT_CONCLUSIONS",
@@ -102,6 +130,7 @@ __all__ = [
     "Assignment",
     "AssignmentStep",
     "CHECKOUT",
+    "Annotation",
     "AttemptStatus",
     "BODY_READ_DEADLINE_SECONDS",
     "ClaimRequest",
@@ -117,6 +146,7 @@ __all__ = [
     "MAX_OUTPUTS",
     "MAX_OUTPUT_NAME",
     "MAX_RUNNER_INPUT_BYTES",
+    "MAX_SUMMARY_BYTES",
     "MAX_WAIT_SECONDS",
     "MIN_STEP_MINUTE_SECONDS",
     "PROTOCOL_VERSION",

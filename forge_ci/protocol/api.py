@@ -44,6 +44,16 @@ MAX_OUTPUTS: Final = 64
 MAX_OUTPUT_NAME: Final = 100
 #: Secret values one attempt may receive in total (UTF-8 bytes).
 MAX_ATTEMPT_SECRET_BYTES: Final = 256 * 1024
+#: ``::add-mask::`` values carried by one log chunk, and the length of one.
+MAX_MASKS: Final = 64
+MAX_MASK_CHARACTERS: Final = 2048
+#: Annotations of one step report (GitHub keeps 10 of each level per step).
+MAX_STEP_ANNOTATIONS: Final = 30
+MAX_ANNOTATION_MESSAGE: Final = 1024
+MAX_ANNOTATION_FIELD: Final = 256
+ANNOTATION_LEVELS: Final = ("error", "warning", "notice")
+#: The step summary (``$GITHUB_STEP_SUMMARY``) of one step report, in UTF-8 bytes.
+MAX_SUMMARY_BYTES: Final = 16 * 1024
 
 # The wire's states and conclusions: subsets of forge_ci.states (tests/forge_ci/test_protocol.py
 # ties them together), spelled out here because the runner cannot import the server's modules.
@@ -117,6 +127,24 @@ class StepRequest:
     #: The runner's evaluation of the step's ``continue-on-error``: a failed step that
     #: continues on error does not fail the job.
     continue_on_error: bool
+    #: Completed only: the step's ``::error``/``::warning``/``::notice`` annotations.
+    annotations: list[Annotation] = field(default_factory=list)
+    #: Completed only: what the step wrote to ``$GITHUB_STEP_SUMMARY`` (text, never HTML).
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One ``::error``/``::warning``/``::notice`` of a step; 0 and ``""``: not given."""
+
+    level: str
+    message: str
+    file: str = ""
+    title: str = ""
+    line: int = 0
+    end_line: int = 0
+    col: int = 0
+    end_column: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,6 +157,8 @@ class LogRequest:
     step_id: str
     stream: str
     text: str
+    #: ``::add-mask::`` values to mask from this chunk on (before its text is stored).
+    masks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -188,6 +218,62 @@ def _outputs(value: object, name: str) -> dict[str, str]:
     return result
 
 
+def _masks(value: object, name: str) -> list[str]:
+    if not isinstance(value, list):
+        raise invalid(f"{name} must be an array of strings, not {kind(value)}")
+    if len(value) > MAX_MASKS:
+        raise invalid(f"{name} has more than {MAX_MASKS} values")
+    result = []
+    for index, item in enumerate(value):
+        text = utf8(string(item, f"{name}[{index}]"), f"{name}[{index}]")
+        if not text.strip() or len(text) > MAX_MASK_CHARACTERS:
+            raise invalid(
+                f"{name}[{index}] must be 1 to {MAX_MASK_CHARACTERS} characters, not blank"
+            )
+        result.append(text)
+    return result
+
+
+def _field_text(limit: int) -> Any:
+    def parse(value: object, name: str) -> str:
+        text = utf8(string(value, name), name)
+        if len(text) > limit:
+            raise invalid(f"{name} is longer than {limit} characters")
+        return text
+
+    return parse
+
+
+_ANNOTATION_FIELDS: Fields = {
+    "level": (True, lambda v, n: choice(v, n, ANNOTATION_LEVELS)),
+    "message": (True, _field_text(MAX_ANNOTATION_MESSAGE)),
+    "file": (True, _field_text(MAX_ANNOTATION_FIELD)),
+    "title": (True, _field_text(MAX_ANNOTATION_FIELD)),
+    "line": (True, lambda v, n: integer(v, n, 0, 999_999_999)),
+    "end_line": (True, lambda v, n: integer(v, n, 0, 999_999_999)),
+    "col": (True, lambda v, n: integer(v, n, 0, 999_999_999)),
+    "end_column": (True, lambda v, n: integer(v, n, 0, 999_999_999)),
+}
+
+
+def _annotations(value: object, name: str) -> list[Annotation]:
+    if not isinstance(value, list):
+        raise invalid(f"{name} must be an array, not {kind(value)}")
+    if len(value) > MAX_STEP_ANNOTATIONS:
+        raise invalid(f"{name} has more than {MAX_STEP_ANNOTATIONS} entries")
+    return [
+        Annotation(**parse_object(item, _ANNOTATION_FIELDS, f"{name}[{i}]", versioned=False))
+        for i, item in enumerate(value)
+    ]
+
+
+def _summary(value: object, name: str) -> str:
+    text = utf8(string(value, name), name)
+    if len(text.encode("utf-8")) > MAX_SUMMARY_BYTES:
+        raise invalid(f"{name} is longer than {MAX_SUMMARY_BYTES} bytes")
+    return text
+
+
 _REQUESTS: dict[str, tuple[type[Any], Fields]] = {
     "claims": (
         ClaimRequest,
@@ -213,6 +299,8 @@ _REQUESTS: dict[str, tuple[type[Any], Fields]] = {
             "conclusion": (True, lambda v, n: choice(v, n, ("", *STEP_CONCLUSIONS))),
             "exit_code": (True, lambda v, n: integer(v, n, -1, 255)),
             "continue_on_error": (True, boolean),
+            "annotations": (False, _annotations),
+            "summary": (False, _summary),
         },
     ),
     "logs": (
@@ -223,6 +311,7 @@ _REQUESTS: dict[str, tuple[type[Any], Fields]] = {
             "step_id": (True, _step_id_or_empty),
             "stream": (True, lambda v, n: choice(v, n, LOG_STREAMS)),
             "text": (True, _log_text),
+            "masks": (False, _masks),
         },
     ),
     "complete": (
@@ -247,15 +336,23 @@ def parse_request(endpoint: str, body: bytes) -> Any:
     if isinstance(request, StepRequest):
         if (request.state == "completed") != (request.conclusion != ""):
             raise invalid("steps: conclusion is required exactly when state is completed")
+        if request.state != "completed" and (request.annotations or request.summary):
+            raise invalid("steps: annotations and summary come with the completed report")
     return request
+
+
+#: Optional fields left out of a body while empty (older servers never saw them).
+_OMITTED_WHEN_EMPTY = frozenset({"masks", "annotations", "summary"})
 
 
 def request_body(request: Any) -> dict[str, Any]:
     """The JSON object for a request dataclass (used by runners and tests)."""
     body: dict[str, Any] = {"version": PROTOCOL_VERSION}
     for name, value in request.__dict__.items():
-        if value is None:
+        if value is None or (name in _OMITTED_WHEN_EMPTY and not value):
             continue
+        if name == "annotations":
+            value = [dict(item.__dict__) for item in value]
         body[name] = decimal(value) if name in ("sequence", "last_log_sequence") else value
     return body
 

@@ -5,12 +5,12 @@ Standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from forge_ci.protocol.api import API_PREFIX, ATTEMPT_STATES
+from forge_ci.protocol.actions import Action, archive_path, check_action_keys, parse_actions
+from forge_ci.protocol.api import ATTEMPT_STATES
 from forge_ci.protocol.fields import (
-    ENV_NAME_RE,
     OUTPUT_NAME_RE,
     PROTOCOL_VERSION,
     ProtocolError,
@@ -20,126 +20,17 @@ from forge_ci.protocol.fields import (
     invalid,
     parse_decimal,
     parse_object,
-    parse_step_id,
     string,
 )
+from forge_ci.protocol.steps import CHECKOUT as CHECKOUT
+from forge_ci.protocol.steps import AssignmentStep as AssignmentStep
+from forge_ci.protocol.steps import parse_env_value as parse_env_value
+from forge_ci.protocol.steps import parse_steps
+from forge_ci.protocol.steps import parse_value as parse_value
 
 #: Version of the ``assignment`` object sent on claim (independent of the HTTP protocol).
-ASSIGNMENT_VERSION: Final = 1
-#: ``uses`` of the built-in checkout step (the workflow engine plans it, the runner runs it).
-CHECKOUT: Final = "forge-ci/checkout@v1"
-
-
-# --- The assignment ------------------------------------------------------------------------------
-#
-# A value in the plan is text or a runtime template {"template": [text | {"expr": source}]};
-# an env value may also be a secret reference {"secret": NAME}: the assignment carries names
-# only; the runner asks for a started step's values (POST attempts/<id>/secrets).
-
-
-def parse_value(value: object, name: str) -> str | dict[str, Any]:
-    """Text, or a runtime template ``{"template": [str | {"expr": str}, ...]}``."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and set(value) == {"template"}:
-        parts = value["template"]
-        if not isinstance(parts, list) or not parts:
-            raise invalid(f"{name}.template must be a non-empty array")
-        for index, part in enumerate(parts):
-            if isinstance(part, str):
-                continue
-            if not (
-                isinstance(part, dict) and set(part) == {"expr"} and isinstance(part["expr"], str)
-            ):
-                raise invalid(f'{name}.template[{index}] must be text or {{"expr": text}}')
-        return {"template": list(parts)}
-    raise invalid(f"{name} must be text or a template object")
-
-
-def parse_env_value(value: object, name: str) -> str | dict[str, Any]:
-    if isinstance(value, dict) and set(value) == {"secret"}:
-        secret = value["secret"]
-        if not isinstance(secret, str) or not ENV_NAME_RE.fullmatch(secret):
-            raise invalid(f"{name}.secret must be a secret name")
-        return {"secret": secret}
-    return parse_value(value, name)
-
-
-def _env(value: object, name: str) -> dict[str, str | dict[str, Any]]:
-    if not isinstance(value, dict):
-        raise invalid(f"{name} must be an object")
-    result: dict[str, str | dict[str, Any]] = {}
-    for key, item in value.items():
-        if not ENV_NAME_RE.fullmatch(key):
-            raise invalid(f"{name}: {key[:100]!r} is not a valid environment variable name")
-        result[key] = parse_env_value(item, f"{name}.{key}")
-    return result
-
-
-def _continue_on_error(value: object, name: str) -> bool | dict[str, str]:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, dict) and set(value) == {"expr"} and isinstance(value["expr"], str):
-        return {"expr": value["expr"]}
-    raise invalid(f'{name} must be true, false or {{"expr": text}}')
-
-
-@dataclass(frozen=True)
-class AssignmentStep:
-    """One step of the job, from the run's immutable plan."""
-
-    id: str
-    name: str | dict[str, Any]
-    #: :data:`CHECKOUT` for the built-in checkout, ``""`` for a ``run`` step.
-    uses: str
-    #: The script (``""`` for a ``uses`` step); may be a runtime template.
-    run: str | dict[str, Any]
-    #: ``""``: the default shell.
-    shell: str
-    #: ``""``: the workspace.
-    working_directory: str
-    env: dict[str, str | dict[str, Any]]
-    #: The step's condition expression (``success()`` by default).
-    condition: str
-    continue_on_error: bool | dict[str, str]
-    #: ``0``: no separate step limit (the job deadline still applies).
-    timeout_minutes: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "uses": self.uses,
-            "run": self.run,
-            "shell": self.shell,
-            "working_directory": self.working_directory,
-            "env": self.env,
-            "if": self.condition,
-            "continue_on_error": self.continue_on_error,
-            "timeout_minutes": self.timeout_minutes,
-        }
-
-    @classmethod
-    def from_json(cls, obj: object, name: str) -> AssignmentStep:
-        parsed = parse_object(
-            obj,
-            {
-                "id": (True, parse_step_id),
-                "name": (True, parse_value),
-                "uses": (True, string),
-                "run": (True, parse_value),
-                "shell": (True, string),
-                "working_directory": (True, string),
-                "env": (True, _env),
-                "if": (True, string),
-                "continue_on_error": (True, _continue_on_error),
-                "timeout_minutes": (True, lambda v, n: integer(v, n, 0, 10_080)),
-            },
-            name,
-            versioned=False,
-        )
-        parsed["condition"] = parsed.pop("if")
-        return cls(**parsed)
+#: 2: action steps (``action``, ``with``) and the ``actions`` map.
+ASSIGNMENT_VERSION: Final = 2
 
 
 @dataclass(frozen=True)
@@ -174,6 +65,8 @@ class Assignment:
     lease_deadline_ms: int
     job_deadline_ms: int
     server_time_ms: int
+    #: Every action the job may run (nested ones too), by ``"<commit>:<path>"``.
+    actions: dict[str, Action] = field(default_factory=dict)
     assignment_version: int = ASSIGNMENT_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -193,6 +86,7 @@ class Assignment:
             "outputs": self.outputs,
             "contexts": self.contexts,
             "source_archive_path": self.source_archive_path,
+            "actions": {key: action.to_json() for key, action in self.actions.items()},
             "lease_deadline_ms": decimal(self.lease_deadline_ms),
             "job_deadline_ms": decimal(self.job_deadline_ms),
             "server_time_ms": decimal(self.server_time_ms),
@@ -222,10 +116,11 @@ class Assignment:
                 "job_workflow_id": (True, string),
                 "job_name": (True, string),
                 "timeout_minutes": (True, lambda v, n: integer(v, n, 1, 10_080)),
-                "steps": (True, _steps),
+                "steps": (True, parse_steps),
                 "outputs": (True, _job_outputs),
                 "contexts": (True, _contexts),
                 "source_archive_path": (True, _archive_path),
+                "actions": (True, parse_actions),
                 "lease_deadline_ms": (True, parse_decimal),
                 "job_deadline_ms": (True, parse_decimal),
                 "server_time_ms": (True, parse_decimal),
@@ -233,17 +128,8 @@ class Assignment:
             "assignment",
             versioned=False,
         )
+        check_action_keys(parsed["steps"], parsed["actions"], "steps")
         return cls(**parsed)
-
-
-def _steps(value: object, name: str) -> tuple[AssignmentStep, ...]:
-    if not isinstance(value, list) or not value:
-        raise invalid(f"{name} must be a non-empty array")
-    steps = tuple(AssignmentStep.from_json(item, f"{name}[{i}]") for i, item in enumerate(value))
-    ids = [step.id for step in steps]
-    if len(set(ids)) != len(ids):
-        raise invalid(f"{name}: step ids are not unique")
-    return steps
 
 
 def _job_outputs(value: object, name: str) -> dict[str, str | dict[str, Any]]:
@@ -282,12 +168,9 @@ def _json_object_or_null(value: object, name: str) -> dict[str, Any] | None:
 
 
 def _archive_path(value: object, name: str) -> str:
-    text = string(value, name)
-    if text == "":
-        return text
-    if not text.startswith(API_PREFIX + "/") or "?" in text or "#" in text or ".." in text:
-        raise invalid(f"{name} must be a path under {API_PREFIX}")
-    return text
+    if value == "":
+        return ""
+    return archive_path(value, name)
 
 
 def claim_body(assignment: Assignment | None, server_time_ms: int) -> dict[str, Any]:

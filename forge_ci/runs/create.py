@@ -2,8 +2,9 @@
 
 The order matters (seed: "Persistence and Authorization")::
 
-    repository lock ──► BEGIN (serialized) ──► recheck authorization ──► pin commit under
-    refs/forge-ci/pipelines/<token> ──► next number ──► insert run + jobs ──► admit (group,
+    repository lock ──► BEGIN (serialized) ──► recheck authorization ──► resolve checkout refs
+    (:mod:`forge_ci.runs.checkouts`) ──► pin commit under refs/forge-ci/pipelines/<token> (and
+    the checkouts' other commits beside it) ──► next number ──► insert run + jobs ──► admit (group,
     roots queued/skipped) ──► COMMIT ──► release lock
                           any failure: ROLLBACK, delete the pins made, re-raise
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pygit2
 from sqlalchemy import select
@@ -28,6 +31,8 @@ from forge_ci.authz import Actor, Role, require_role
 from forge_ci.errors import NotFound
 from forge_ci.locks import repository_lock
 from forge_ci.models import Job, JobDependency, Repository, Run, utcnow
+from forge_ci.runs.actions import Resolver, action_uses
+from forge_ci.runs.checkouts import pin_checkouts, resolve_checkouts
 from forge_ci.runs.definition import RunDefinition
 from forge_ci.runs.numbering import next_run_number
 from forge_ci.runs.pins import create_pin, delete_pin
@@ -36,6 +41,9 @@ from forge_ci.runs.sources import git_repository
 from forge_ci.runs.transactions import begin_serialized, end_transaction
 from forge_ci.secrets.policy import plan_secrets, require_secrets
 from forge_ci.settings import Settings
+
+if TYPE_CHECKING:
+    from forge_ci.workflow import Workflow
 
 
 def require_run_creator(session: Session, actor: Actor, repository: Repository) -> None:
@@ -93,8 +101,10 @@ class RunCreation:
             definition.workflow_path,
             plan_secrets(definition.plan),
         )
+        definition = resolve_checkouts(self.git, definition, repository.full_name)
         pin = create_pin(self.git, definition.sha)
         self.pins.append(pin)
+        self.pins.extend(pin_checkouts(self.git, definition, pin))
         now = utcnow()
         run = Run(
             repository_id=repository.id,
@@ -110,6 +120,7 @@ class RunCreation:
             plan_version=definition.plan_version,
             plan_digest=definition.plan_digest,
             context=definition.context,
+            actions=definition.actions,
             concurrency_group=definition.concurrency_group,
             concurrency_key=definition.concurrency_key,
             cancel_in_progress=definition.cancel_in_progress,
@@ -130,6 +141,26 @@ class RunCreation:
         admit_run(session, run, now)
         session.flush()
         return run
+
+
+def with_actions(
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    git: pygit2.Repository,
+    definition: RunDefinition,
+    workflow: Workflow,
+) -> RunDefinition:
+    """``definition`` with its ``uses:`` actions resolved and pinned (forge_ci.runs.actions).
+
+    Runs before the run's own transaction: it may fetch from upstream sources, which must not
+    hold the repository lock. Raises WorkflowInvalid naming every reference that fails.
+    """
+    uses = action_uses(workflow)
+    if not uses:
+        return definition
+    resolver = Resolver(session, settings, actor, git, definition.sha)
+    return replace(definition, actions=resolver.resolve(definition.workflow_path, uses))
 
 
 def insert_jobs(session: Session, run: Run) -> list[Job]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from forge_ci.errors import InvalidInput
@@ -39,6 +39,8 @@ class RunDefinition:
     sha: str
     concurrency_group: str | None
     cancel_in_progress: bool
+    #: The resolved actions (``forge_ci.runs.actions``); ``{}`` when the workflow uses none.
+    actions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def concurrency_key(self) -> str | None:
@@ -84,7 +86,8 @@ def define_run(
 
 
 def copy_definition(run: Run) -> RunDefinition:
-    """The definition of ``run`` for a rerun: the same snapshot, nothing re-read or re-resolved."""
+    """The definition of ``run`` for a rerun: the same snapshot, nothing re-read or re-resolved
+    (its actions included: a rerun runs the commits the first run pinned)."""
     return RunDefinition(
         workflow_path=run.workflow_path,
         workflow_name=run.workflow_name,
@@ -98,6 +101,7 @@ def copy_definition(run: Run) -> RunDefinition:
         sha=run.sha,
         concurrency_group=run.concurrency_group,
         cancel_in_progress=run.cancel_in_progress,
+        actions=copy.deepcopy(run.actions or {}),
     )
 
 

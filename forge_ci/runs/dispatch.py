@@ -17,7 +17,7 @@ from forge_ci.authz import Actor, Role
 from forge_ci.errors import InvalidInput
 from forge_ci.models import Run
 from forge_ci.repos import find_repository
-from forge_ci.runs.create import creating_runs, require_run_creator
+from forge_ci.runs.create import creating_runs, require_run_creator, with_actions
 from forge_ci.runs.definition import RunDefinition, define_run
 from forge_ci.runs.dispatch_payload import dispatch_event, with_event
 from forge_ci.runs.sources import (
@@ -81,5 +81,6 @@ def dispatch_run(
         event_name=DISPATCH,
     )
     definition = with_event(definition, dispatch_event(ref, workflow_path, values), values)
+    definition = with_actions(session, settings, actor, git, definition, workflow)
     with creating_runs(session, settings, repository) as creation:
         return creation.create(actor, definition)

@@ -29,7 +29,7 @@ its result is recorded, so the worker's scan finds it again.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pygit2
@@ -49,7 +49,7 @@ from forge_ci.models import (
 from forge_ci.models import push_runs as outcomes
 from forge_ci.pushes.events import mark_received
 from forge_ci.refs import is_zero
-from forge_ci.runs.create import creating_runs
+from forge_ci.runs.create import creating_runs, with_actions
 from forge_ci.runs.definition import RunDefinition, define_run
 from forge_ci.runs.pins import pinned_commit
 from forge_ci.runs.sources import (
@@ -87,6 +87,7 @@ class _FileDecision:
     detail: str
     diagnostics: list[dict[str, Any]] | None = None
     definition: RunDefinition | None = field(default=None, repr=False)
+    workflow: Any = field(default=None, repr=False)
 
 
 def process_push_event(session: Session, settings: Settings, event_id: int) -> EventOutcome:
@@ -232,7 +233,9 @@ def _decide_file(git: pygit2.Repository, context: _EventContext, path: str) -> _
         )
     except InvalidInput as exc:
         return _FileDecision(outcomes.INVALID, f"{path}: {exc.message}")
-    return _FileDecision(outcomes.RUN_CREATED, match.reason, notices, definition=definition)
+    return _FileDecision(
+        outcomes.RUN_CREATED, match.reason, notices, definition=definition, workflow=workflow
+    )
 
 
 def _recorded(session: Session, event_id: int, path: str) -> bool:
@@ -259,6 +262,8 @@ def _process_file(
     if _recorded(session, event_id, path):
         return
     decision = _decide_file(git, context, path)
+    if decision.definition is not None:
+        decision = _resolve_actions(session, settings, git, context, path, decision)
     try:
         with creating_runs(
             session, settings, context.repository, lock_timeout=EVENT_LOCK_TIMEOUT
@@ -286,6 +291,27 @@ def _process_file(
         _record_failure(
             session, settings, context, path, "a run could not be created (internal error)"
         )
+
+
+def _resolve_actions(
+    session: Session,
+    settings: Settings,
+    git: pygit2.Repository,
+    context: _EventContext,
+    path: str,
+    decision: _FileDecision,
+) -> _FileDecision:
+    """Resolve the file's actions before the run is created; a failure is a located diagnostic."""
+    from forge_ci.workflow import WorkflowInvalid
+
+    assert decision.definition is not None
+    try:
+        definition = with_actions(
+            session, settings, context.pusher, git, decision.definition, decision.workflow
+        )
+    except WorkflowInvalid as exc:
+        return _FileDecision(outcomes.INVALID, exc.message, [d.as_dict() for d in exc.diagnostics])
+    return replace(decision, definition=definition)
 
 
 def _is_connection_error(exc: Exception) -> bool:

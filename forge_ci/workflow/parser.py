@@ -255,3 +255,10 @@ def _check_source_access(job: Job, workflow_contents: str | None, problems: Prob
                 where,
                 f"job '{job.id}' has permissions contents: none, so it cannot check out the source",
             )
+        elif step.action is not None and step.action.startswith("."):
+            where = step.node.get("uses") or step.node
+            problems.at(
+                where,
+                f"job '{job.id}' has permissions contents: none, so it cannot use the local "
+                f"action {step.action} (it is read from the source)",
+            )

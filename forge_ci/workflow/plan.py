@@ -21,6 +21,10 @@ them keeps its plan digest: ``notices`` (what is accepted and not done), and per
 ``continue_on_error`` (true, or ``{"expr": ...}`` decided when the job ends) and
 ``environment`` (``{"name": ..., "url": ...}``).
 
+An action step has ``"uses"`` (the reference as written), ``"with"`` (input -> value) and no
+``run``/``shell``/``working_directory``; the checkout's ``"with"`` holds its normalized inputs
+(:mod:`forge_ci.workflow.checkout`, every key present); run steps have no ``"with"``.
+
 A job instance waits for every instance of each job id in ``needs``. Env is merged per step
 (workflow < job < step), and shell and working directory are resolved the same way. Secrets
 appear by name only. ``github.*`` references are still templates here; ``resolve_run_context``
@@ -156,6 +160,7 @@ class PlanBuilder:
                 "generated_id": step.generated_id,
                 "name": name if name is not None else "Checkout",
                 "uses": CHECKOUT,
+                "with": dict(step.checkout_inputs),
                 "run": None,
                 "shell": None,
                 "working_directory": None,
@@ -164,9 +169,28 @@ class PlanBuilder:
                 "continue_on_error": False,
                 "timeout_minutes": step.timeout_minutes,
             }
-        assert step.run is not None
         env = dict(base_env)
         env.update(render_env(step.env, contexts, self._report))
+        if step.action is not None:
+            inputs = {
+                key: render(value, contexts, self._report)
+                for key, value in (step.inputs or {}).items()
+            }
+            return {
+                "id": step.id,
+                "generated_id": step.generated_id,
+                "name": name if name is not None else f"Run {step.action}",
+                "uses": step.action,
+                "with": inputs,
+                "run": None,
+                "shell": None,
+                "working_directory": None,
+                "env": env,
+                "if": step.condition,
+                "continue_on_error": self._continue_on_error(step.continue_on_error, contexts),
+                "timeout_minutes": step.timeout_minutes,
+            }
+        assert step.run is not None
         resolved = defaults.under(RunDefaults(step.shell, step.working_directory))
         return {
             "id": step.id,

@@ -1,9 +1,12 @@
-"""Steps: ``run`` scripts and the built-in checkout.
+"""Steps: ``run`` scripts, actions (``uses`` + ``with``) and the built-in checkout.
 
 A step either runs a script (``run`` with optional ``shell``, ``working-directory``, ``env``,
-``if``, ``continue-on-error``, ``timeout-minutes``) or is the built-in checkout (``uses:
-forge-ci/checkout@v1``, or ``actions/checkout@<ref>`` without inputs, which means the same thing).
-No action code is ever downloaded, so every other ``uses`` is refused by name.
+``if``, ``continue-on-error``, ``timeout-minutes``), is the built-in checkout (``uses:
+forge-ci/checkout@v1``, or ``actions/checkout@<ref>``, whose ``with`` inputs
+:mod:`forge_ci.workflow.checkout` reads), or uses an action (``OWNER/REPO@REF``,
+``OWNER/REPO/PATH@REF``, ``./PATH``; see ``actions``) with ``with`` inputs, ``env``, ``if``,
+``continue-on-error`` and ``timeout-minutes``. Which commit an action reference means is decided
+at run creation, and so is the check of ``with`` against the action's inputs.
 
 Steps without an ``id`` get ``step_<n>`` (n is the 1-based position), moved aside with a suffix
 when an explicit id already took that name, so generated ids never collide with written ones.
@@ -12,9 +15,12 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from forge_ci.protocol import CHECKOUT as CHECKOUT
+from forge_ci.protocol.steps import INPUT_NAME_RE
+from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
+from forge_ci.workflow.checkout import parse_checkout_with
 from forge_ci.workflow.defaults import shell as read_shell
 from forge_ci.workflow.defaults import working_directory as read_directory
 from forge_ci.workflow.diagnostics import Problems
@@ -44,7 +50,18 @@ STEP_KEYS = (
     "continue-on-error",
     "timeout-minutes",
 )
-CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes")
+CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes", "with")
+ACTION_KEYS = (
+    "id",
+    "name",
+    "uses",
+    "with",
+    "env",
+    "if",
+    "continue-on-error",
+    "timeout-minutes",
+)
+MAX_INPUTS = 256
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _STEP_CONTEXTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
@@ -68,6 +85,12 @@ class Step:
     continue_on_error: bool | Template
     timeout_minutes: int | None
     node: Mapping
+    #: The action reference as written (``uses`` of an action step), else None.
+    action: str | None = None
+    #: An action step's ``with``: input name as written -> value.
+    inputs: dict[str, Template] | None = None
+    #: The checkout's normalized inputs (see :mod:`forge_ci.workflow.checkout`); empty otherwise.
+    checkout_inputs: dict[str, str] = field(default_factory=dict)
 
 
 def id_problem(text: str) -> str | None:
@@ -207,14 +230,20 @@ def _step(
         # Reported, and the rest of the step is still checked: a misspelt 'run' is named below.
         problems.at(node, "a step needs run (a script) or uses: forge-ci/checkout@v1")
     uses: str | None = None
+    action: str | None = None
+    checkout_inputs: dict[str, str] = {}
     if uses_node is not None:
-        uses = _uses(node, uses_node, checker, problems)
+        uses, action = _uses(uses_node, checker, problems)
+        if uses is not None:
+            checkout_inputs = parse_checkout_with(uses, node.get("with"), checker, problems)
     for key, _ in node.items:
         written = key.value
         if written in STEP_KEYS:
             # Keys a checkout cannot have are only worth naming once uses is the checkout.
             if uses is not None and written not in CHECKOUT_KEYS:
                 problems.at(key, f"the built-in checkout step cannot have '{written}'")
+            elif action is not None and written not in ACTION_KEYS:
+                problems.at(key, f"an action step ({action}) cannot have '{written}'")
         elif written == "with":
             if uses_node is None and run_node is not None:
                 problems.at(key, "'with' is for actions; a run step takes env instead")
@@ -240,6 +269,9 @@ def _step(
     env: dict[str, EnvValue] = {}
     condition = "success()"
     continue_on_error: bool | Template = False
+    inputs: dict[str, Template] | None = None
+    if action is not None:
+        inputs = _inputs(node, action, scope("with", _STEP_CONTEXTS), checker, problems)
     # Every step but the built-in checkout: a refused action's env and if are checked as well,
     # since their problems are independent of the refusal.
     if uses is None:
@@ -284,39 +316,76 @@ def _step(
         continue_on_error,
         timeout,
         node,
+        action,
+        inputs,
+        checkout_inputs,
     )
 
 
-def _uses(step: Mapping, node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
+def _uses(
+    node: Node, checker: ExpressionChecker, problems: Problems
+) -> tuple[str | None, str | None]:
+    """``(checkout, None)`` for the built-in checkout, ``(None, reference)`` for an action."""
     scalar = string(node, "uses", problems)
     text = checker.literal(scalar, "uses") if scalar is not None else None
     if scalar is None or text is None:
-        return None
+        return None, None
     if not is_checkout(text):
         if text.startswith("forge-ci/checkout"):
             problems.at(scalar, f"'{text}' is not a checkout version; use {CHECKOUT}")
-        elif text.startswith("actions/checkout"):
+            return None, None
+        if text.startswith("actions/checkout"):
             problems.at(scalar, f"'{text}' needs a ref, like actions/checkout@v4")
-        else:
+            return None, None
+        try:
+            parse_reference(text)
+        except ReferenceInvalid as exc:
+            problems.at(scalar, str(exc))
+            return None, None
+        return None, text
+    return text, None
+
+
+def _inputs(
+    step: Mapping, action: str, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> dict[str, Template]:
+    """An action step's ``with``: names as written, values as templates (any scalar is text)."""
+    node = step.get("with")
+    if node is None:
+        return {}
+    if not isinstance(node, Mapping):
+        problems.at(node, f"with must be a mapping of {action}'s inputs, not {describe(node)}")
+        return {}
+    if len(node.items) > MAX_INPUTS:
+        problems.at(node.items[MAX_INPUTS][0], f"a step has at most {MAX_INPUTS} inputs")
+    inputs: dict[str, Template] = {}
+    seen: dict[str, Scalar] = {}
+    for key, value in node.items[:MAX_INPUTS]:
+        first = seen.get(key.value.lower())
+        if first is not None:
             problems.at(
-                scalar,
-                f"uses: {text} is not supported; forge-ci runs only run steps and the built-in "
-                f"{CHECKOUT} (no action is downloaded)",
+                key,
+                f"with.{key.value} repeats with.{first.value} (line {first.line}); input names "
+                "are compared without regard to case",
             )
-        return None
-    inputs = step.get("with")
-    if inputs is not None:
-        if isinstance(inputs, Mapping) and inputs.items:
-            for key, _ in inputs.items:
-                problems.at(
-                    key,
-                    f"with.{key.value} is not supported: the built-in checkout ({text}) takes "
-                    "no inputs",
-                )
-        else:
-            where = step.key_node("with") or inputs
-            problems.at(where, f"the built-in checkout ({text}) takes no inputs; remove 'with'")
-    return text
+            continue
+        seen[key.value.lower()] = key
+        if not INPUT_NAME_RE.fullmatch(key.value):
+            problems.at(
+                key,
+                f"'{key.value}' is not an input name: use letters, digits, '_', '-', '.' and "
+                "spaces, starting with a letter, digit or '_' (at most 100 characters)",
+            )
+            continue
+        if isinstance(value, Scalar) and value.plain and scalar_type(value) == "null":
+            value = Scalar("", "'", value.line, value.column, value.index, value.end_index)
+        scalar = string(value, f"with.{key.value}", problems)
+        if scalar is None:
+            continue
+        template = checker.template(scalar, scope.narrowed(f"with.{key.value}", scope.contexts))
+        if template is not None:
+            inputs[key.value] = template
+    return inputs
 
 
 def _condition(

@@ -229,7 +229,7 @@ def test_status_round_trip_and_strictness() -> None:
 
 def assignment_json() -> dict[str, Any]:
     return {
-        "assignment_version": 1,
+        "assignment_version": 2,
         "attempt_id": "9",
         "attempt_number": 1,
         "state": "leased",
@@ -245,6 +245,8 @@ def assignment_json() -> dict[str, Any]:
                 "id": "checkout",
                 "name": "Checkout",
                 "uses": "forge-ci/checkout@v1",
+                "action": "",
+                "with": {"fetch-depth": "0"},
                 "run": "",
                 "shell": "",
                 "working_directory": "",
@@ -257,6 +259,8 @@ def assignment_json() -> dict[str, Any]:
                 "id": "step_2",
                 "name": "Run make",
                 "uses": "",
+                "action": "",
+                "with": {},
                 "run": {"template": ["make ", {"expr": "steps.checkout.outputs.ref"}]},
                 "shell": "bash",
                 "working_directory": "src",
@@ -269,6 +273,7 @@ def assignment_json() -> dict[str, Any]:
         "outputs": {"ref": {"template": [{"expr": "steps.checkout.outputs.ref"}]}},
         "contexts": {"github": {"sha": "0" * 40}, "matrix": None, "strategy": None, "needs": {}},
         "source_archive_path": "/-/runner-api/v1/attempts/9/source.tar",
+        "actions": {},
         "lease_deadline_ms": "1700000060000",
         "job_deadline_ms": "0",
         "server_time_ms": "1700000000000",
@@ -288,7 +293,7 @@ def test_assignment_round_trip() -> None:
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"assignment_version": 2}, "assignment version 2"),
+        ({"assignment_version": 1}, "assignment version 1"),
         ({"source_archive_path": "http://elsewhere/x.tar"}, "source_archive_path"),
         ({"attempt_id": "09"}, "attempt_id"),
         ({"surprise": True}, "unknown field"),
@@ -323,7 +328,7 @@ def test_protocol_imports_under_python_dash_s() -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", "1"]
+    assert result.stdout.split() == ["1", "2"]
 
 
 def test_the_wire_speaks_the_vocabulary_of_forge_ci_states() -> None:

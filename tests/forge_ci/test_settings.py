@@ -96,3 +96,24 @@ def test_the_configuration_file_cannot_switch_faults_on(tmp_path: Path) -> None:
     config.write_text('test_faults = "pause-before-record"\n')
     with pytest.raises(ConfigurationError, match="unknown setting 'test_faults'"):
         load_settings(env={"FORGE_CI_DATA_DIR": str(tmp_path)})
+
+
+def test_action_sources(tmp_path: Path) -> None:
+    base = {"FORGE_CI_DATA_DIR": str(tmp_path)}
+    assert load_settings(env=base).action_sources == ("https://github.com",)
+    assert load_settings(env={**base, "FORGE_CI_ACTION_SOURCES": "none"}).action_sources == ()
+    both = "file:///srv/actions/, https://git.example.org  https://git.example.org"
+    assert load_settings(env={**base, "FORGE_CI_ACTION_SOURCES": both}).action_sources == (
+        "file:///srv/actions",
+        "https://git.example.org",
+    )
+    config = tmp_path / "forge-ci.toml"
+    config.write_text('action_sources = ["git://127.0.0.1:9418", "https://github.com"]\n')
+    assert load_settings(env=base).action_sources == ("git://127.0.0.1:9418", "https://github.com")
+    for value, message in (
+        ("ftp://x", "is not a source URL"),
+        ("none https://github.com", "'none' cannot be combined"),
+        ("https://x/?a=1", "may not hold a query"),
+    ):
+        with pytest.raises(ConfigurationError, match=message):
+            load_settings(env={**base, "FORGE_CI_ACTION_SOURCES": value})

@@ -351,3 +351,20 @@ def test_a_trickled_body_hits_the_read_deadline(server: tuple[str, int], world: 
     assert 0.9 <= elapsed < 5
     # The server still answers others.
     test_a_claim_over_a_real_connection(server, world)
+
+
+def test_action_archive_routes_need_the_attempt_credential(api: FlaskClient, world: World) -> None:
+    run_id = world.queue_run(plan_job("build", steps=("compile",)))
+    request = claim_body()
+    claimed = assert_api_response(post(api, "/claims", request, world.provider_token), 200)
+    attempt = f"/attempts/{claimed['assignment']['attempt_id']}"
+    body = {"version": 1, "execution_id": "e" * 32}
+    assert error_code(post(api, f"{attempt}/actions/x.tar", body, request["attempt_token"]), 404)
+    assert error_code(post(api, f"{attempt}/actions/0.tar", body, None), 401)
+    token = request["attempt_token"]
+    assert_api_response(post(api, f"{attempt}/start", body, token), 200)
+    # The job uses no action: there is nothing to serve, and the refusal says so.
+    refused = post(api, f"{attempt}/actions/0.tar", body, token)
+    assert error_code(refused, 422) == "source_refused"
+    assert "has no action number 0" in refused.get_json()["error"]["message"]
+    assert world.run(run_id).state != "completed"

@@ -125,3 +125,39 @@ def test_plan_of_invalid_and_missing_files(
     assert f"{files['invalid']}:4:5: 'runs_on' is not a job key" in captured.err
     assert main(["workflow", "plan", str(files["missing"])]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_validate_checks_local_actions_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "checkout"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "actions" / "greet").mkdir(parents=True)
+    (root / ".github" / "actions" / "greet" / "action.yml").write_text(
+        "name: Greet\ninputs:\n  greeting: {}\nruns: {using: node20, main: index.js}\n"
+    )
+    (root / ".github" / "actions" / "bad").mkdir(parents=True)
+    (root / ".github" / "actions" / "bad" / "action.yml").write_text(
+        "name: Bad\nruns: {using: docker, image: Dockerfile}\n"
+    )
+    text = (
+        "on: push\njobs:\n  build:\n    runs-on: self-hosted\n    steps:\n"
+        "      - uses: ./.github/actions/greet\n        with:\n          greting: hi\n"
+        "      - uses: ./.github/actions/bad\n"
+        "      - uses: actions/setup-python@v5\n        with:\n          anything: 1\n"
+    )
+    path = root / ".github" / "workflows" / "ci.yml"
+    path.write_text(text)
+    assert main(["workflow", "validate", str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"{path}:8:11: with.greting: ./.github/actions/greet has no input 'greting'; did you "
+        'mean "greeting"? (its inputs: greeting)'
+    )
+    assert lines[1].startswith(f"{path}:9:15: action ./.github/actions/bad: action.yml cannot")
+    assert "runs.using: docker is not supported" in lines[1]
+    assert len(lines) == 2  # remote actions are checked when a run is created
+    path.write_text(
+        text.replace("greting", "greeting").replace("      - uses: ./.github/actions/bad\n", "")
+    )
+    assert main(["workflow", "validate", str(path)]) == 0

@@ -23,6 +23,9 @@ from forge_ci_testing.corpus import corpus_root
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
 
 CHECKOUT_INPUTS = "takes no inputs"
+LINUX_ONLY = "forge-ci runs Linux jobs only"
+SUBMODULES = "the built-in checkout takes only submodules: false"
+CHECKOUT_UNKNOWN = "is not supported by the built-in checkout"
 GITHUB_FIELDS = "is not available; forge-ci provides github.repository"
 SECRETS_WHOLE = "secrets can only be used as a whole env value"
 SHELLS = "is not supported; use bash or sh"
@@ -31,6 +34,13 @@ ENV_CONTEXT = "the env context is not supported by forge-ci"
 RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
 LITERAL_TIMEOUT = "timeout-minutes must be a whole number of minutes"
 ACTIONS = "is not supported; forge-ci runs only run steps and the built-in"
+DISPATCH_INPUTS = "workflow_dispatch inputs are not supported"
+EVENTS = "event is not supported; forge-ci supports push, pull_request and workflow_dispatch"
+DOCKER = "Docker container actions are not supported"
+TAGS = "tag pushes are not supported"
+PR_TYPES = "pull_request type"
+RESERVED_ENV = "reserved"
+PERMISSIONS = "permission"
 REUSABLE = "reusable workflows (jobs.<id>.uses) are not supported"
 TAGS_YAML = "explicit YAML tags"
 CONTAINERS = "job containers are not supported"
@@ -45,11 +55,16 @@ LARGE_NUMBER = "is too large (at most 9007199254740991)"
 #: Profile says "inside the subset"; forge-ci refuses them for the documented reason given.
 PROFILED_INSIDE_BUT_REFUSED = {
     "actionlint-realworld/workflows/": {
-        "alacritty_alacritty_.github_workflows_release.yml": SECRET_PREFIX,
         "android_architecture-components-samples_.github_workflows_copy-branch.yml": (
             CHECKOUT_INPUTS
         ),
         "android_architecture-samples_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
+        "AFNetworking_AFNetworking_.github_workflows_ci.yml": LINUX_ONLY,
+        "HeroTransitions_Hero_.github_workflows_build.yml": LINUX_ONLY,
+        "HeroTransitions_Hero_.github_workflows_test.yml": LINUX_ONLY,
+        "ReactiveX_RxSwift_.github_workflows_podspecs.yml": LINUX_ONLY,
+        "alacritty_alacritty_.github_workflows_ci.yml": LINUX_ONLY,
+        "alacritty_alacritty_.github_workflows_release.yml": TAGS,
         "apache_skywalking_.github_workflows_dead-link-checker.yaml": GITHUB_FIELDS,
         "apache_superset_.github_workflows_superset-websocket.yml": GITHUB_FIELDS,
         "beego_beego_.github_workflows_changelog.yml": GITHUB_FIELDS,
@@ -61,23 +76,29 @@ PROFILED_INSIDE_BUT_REFUSED = {
         "hashicorp_vault_.github_workflows_stable-website.yaml": GITHUB_FIELDS,
         "jgm_pandoc_.github_workflows_commit-validation.yml": GITHUB_FIELDS,
         "kriasoft_react-starter-kit_.github_workflows_pull_request.yml": GITHUB_FIELDS,
-        "mozilla_DeepSpeech_.github_workflows_docker.yml": CHECKOUT_INPUTS,
-        "netdata_netdata_.github_workflows_checks.yml": CHECKOUT_INPUTS,
         "nickbutcher_plaid_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
-        "obsproject_obs-studio_.github_workflows_clang-format.yml": CHECKOUT_INPUTS,
-        "psf_black_.github_workflows_changelog.yml": GITHUB_FIELDS,
-        "ryanoasis_nerd-fonts_.github_workflows_docker-release.yml": SECRETS_WHOLE,
-        "scikit-learn_scikit-learn_.github_workflows_check-changelog.yml": GITHUB_FIELDS,
         "servo_servo_.github_workflows_docs.yml": CHECKOUT_INPUTS,
         "servo_servo_.github_workflows_pull-request.yml": CHECKOUT_INPUTS,
         "sindresorhus_awesome_.github_workflows_main.yml": CHECKOUT_INPUTS,
-        "storybookjs_storybook_.github_workflows_trigger-circle-ci-workflow.yml": GITHUB_FIELDS,
-        "telegramdesktop_tdesktop_.github_workflows_docker.yml": CHECKOUT_INPUTS,
-        "vlang_v_.github_workflows_ci_cross.yml": CHECKOUT_INPUTS,
+        "yeasy_docker_practice_.github_workflows_check-link.yml": CHECKOUT_INPUTS,
+        "mozilla_DeepSpeech_.github_workflows_docker.yml": GITHUB_FIELDS,
+        "netdata_netdata_.github_workflows_checks.yml": SUBMODULES,
+        "nlohmann_json_.github_workflows_macos.yml": LINUX_ONLY,
+        "obsproject_obs-studio_.github_workflows_clang-format.yml": SUBMODULES,
+        "psf_black_.github_workflows_changelog.yml": PR_TYPES,
+        "puppeteer_puppeteer_.github_workflows_publish-on-tag.yml": TAGS,
+        "python_cpython_.github_workflows_build_msi.yml": LINUX_ONLY,
+        "ryanoasis_nerd-fonts_.github_workflows_docker-release.yml": SECRETS_WHOLE,
+        "scikit-learn_scikit-learn_.github_workflows_check-changelog.yml": PR_TYPES,
+        "shadowsocks_ShadowsocksX-NG_.github_workflows_main.yml": LINUX_ONLY,
+        "storybookjs_storybook_.github_workflows_trigger-circle-ci-workflow.yml": PR_TYPES,
+        "telegramdesktop_tdesktop_.github_workflows_docker.yml": SUBMODULES,
+        "vercel_next.js_.github_workflows_test_macos.yml": LINUX_ONLY,
+        "vlang_v_.github_workflows_ci_cross.yml": LINUX_ONLY,
         "vlang_v_.github_workflows_gen_vc.yml": SECRETS_WHOLE,
         "vlang_v_.github_workflows_module_docs.yml": SECRETS_WHOLE,
-        "wg_wrk_.github_workflows_build.yml": CHECKOUT_INPUTS,
-        "yeasy_docker_practice_.github_workflows_check-link.yml": CHECKOUT_INPUTS,
+        "wg_wrk_.github_workflows_build.yml": LINUX_ONLY,
+        "willmcgugan_rich_.github_workflows_readmechanged.yml": RESERVED_ENV,
     },
     "starter-workflows/": {
         "ci/cmake-single-platform.yml": GITHUB_FIELDS,
@@ -117,9 +138,11 @@ READER_REFUSED_ON_PURPOSE = {
     "coercion-to-string.yml": TAGS_YAML,
     "concurrency.yml": GITHUB_FIELDS,
     "escape-html-values.yml": "is one expression: write it without ${{ }}",
-    "events-mapping-all.yml": BOTH_FILTERS,  # GitHub's reader accepts both; its runs do not
     "float-folded-style.yml": ACTIONS,
-    "id-to-long.yml": ACTIONS,
+    "events-mapping-all.yml": EVENTS,
+    "events-mapping-repo-dispatch.yml": EVENTS,
+    "events-mapping.yml": EVENTS,
+    "id-to-long.yml": DOCKER,
     "insert.yml": "no step in this job has the id",  # GitHub yields null at run time
     "is-partial-rerun.yml": REUSABLE,
     "job-basic.yml": "cancel-timeout-minutes is not supported",
@@ -139,7 +162,16 @@ READER_REFUSED_ON_PURPOSE = {
     "job-timeout-minutes.yml": LITERAL_TIMEOUT,
     "matrix-basic.yml": LARGE_NUMBER,
     "misc-jobs.yml": "job 'build' needs steps",
-    "misc-steps.yml": CHECKOUT_INPUTS,
+    "misc-steps.yml": CHECKOUT_UNKNOWN,
+    "on-event-config-image-version-name-version.yml": "'image_version' is not a workflow event",
+    "on-event-config-image-version-names.yml": "'image_version' is not a workflow event",
+    "on-event-config-image-version-versions.yml": "'image_version' is not a workflow event",
+    "on-event-config-string-image-version.yml": "'image_version' is not a workflow event",
+    "on-workflow_call-mapping.yml": EVENTS,
+    "on-workflow_call-sequence.yml": EVENTS,
+    "on-workflow_call.yml": EVENTS,
+    "on-workflow_dispatch-inputs-null.yml": DISPATCH_INPUTS,
+    "on-workflow_dispatch-inputs.yml": DISPATCH_INPUTS,
     "on-workflow_dispatch-unknown-keys-ignored.yml": "'unknown-key' is not a workflow_dispatch key",
     "preserves-source-info-basic.yml": MATRIX_EXPRESSIONS,
     "preserves-source-info-reusable-workflow.yml": REUSABLE,
@@ -167,11 +199,11 @@ READER_REFUSED_ON_PURPOSE = {
     "reusable-workflow-secrets.yml": REUSABLE,
     "round-to-infinity.yml": LITERAL_TIMEOUT,
     "skip-reusable-workflows.yml": REUSABLE,
-    "step-id-generates-counter-per-collision.yml": ACTIONS,
-    "step-id-generates-when-empty-and-considers-collisions.yml": ACTIONS,
-    "step-id-generates-when-empty.yml": ACTIONS,
+    "step-id-generates-counter-per-collision.yml": DOCKER,
+    "step-id-generates-when-empty-and-considers-collisions.yml": DOCKER,
+    "step-id-generates-when-empty.yml": "is not a valid owner name",
     "step-if.yml": GITHUB_FIELDS,
-    "step-name.yml": ACTIONS,
+    "step-name.yml": "context is not available in a step name",
     "step-run.yml": "the vars context is not supported by forge-ci",
     "workflow-concurrency-expression.yml": GITHUB_FIELDS,
     "workflow-concurrency-mapping.yml": GITHUB_FIELDS,
@@ -184,8 +216,6 @@ READER_REFUSED_ON_PURPOSE = {
     "yaml-schema-null.yml": TAGS_YAML,
     "yaml-schema-str-block-styles.yml": TAGS_YAML,
     "yaml-schema-str-flow-styles.yml": TAGS_YAML,
-    "yaml-schema-string.yml": ACTIONS,
-    "yaml-schema-timestamp.yml": ACTIONS,
 }
 
 #: Both refuse, but forge-ci's first error is an earlier feature outside its subset.
@@ -219,9 +249,9 @@ READER_REFUSED_EARLIER = {
     "errors-reusable-workflow-permissions-not-allowed-request-write-all-allowed-none.yml": REUSABLE,
     "errors-reusable-workflow-permissions-not-allowed-request-write-all-allowed-read-all.yml": REUSABLE,  # noqa: E501
     "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-default.yml": REUSABLE,  # noqa: E501
-    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-job-level.yml": REUSABLE,  # noqa: E501
-    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": REUSABLE,  # noqa: E501
-    "errors-step-uses-syntax.yml": ACTIONS,
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-step-uses-syntax.yml": DOCKER,
     "job-container-invalid-credentials.yml": CONTAINERS,
     "job-container-invalid.yml": CONTAINERS,
     "job-container-missing-image.yml": CONTAINERS,
@@ -232,6 +262,7 @@ READER_REFUSED_EARLIER = {
 READER_HARNESS_LIMITS = {
     "errors-max-file-size.yml": "harness option max-file-size=124; forge-ci's limit is 64 KiB",
     "errors-max-result-size.yml": "harness option max-result-size=1141; forge-ci's is a 1 MiB plan",
+    "errors-max-depth.yml": "harness option max-depth=5; forge-ci's limit is 32 levels",
 }
 
 

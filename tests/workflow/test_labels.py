@@ -72,10 +72,10 @@ def test_label_errors_in_a_flow_list_point_at_the_label(refuse: Refuse) -> None:
 
 
 def test_label_errors_are_reported_beside_other_errors_of_the_job(refuse: Refuse) -> None:
-    text = runs_on("'bad label'", steps="      - uses: actions/setup-node@v4\n")
+    text = runs_on("'bad label'", steps="      - uses: docker://node:20\n")
     found = messages(refuse(text))
     assert "4:14: 'bad label' is not a valid runner label" in found
-    assert "6:15: uses: actions/setup-node@v4 is not supported" in found
+    assert "6:15: uses: docker://node:20: Docker container actions are not supported" in found
 
 
 def test_matrix_labels_are_located_at_the_expression_and_all_reported(refuse: Refuse) -> None:

@@ -28,13 +28,13 @@ def test_a_newcomers_file_is_fixed_in_one_round(refuse: Refuse) -> None:
                 node: [18, 20]
             runs-on: ${{ matrix.os }}
             steps:
-              - uses: actions/setup-node@v4
+              - uses: actions/setup-node
               - run: npm test
                 name: Test on ${{ matrix.nodes }}
         """
     found = messages(refuse(text))
     assert "8:14: 'windows latest' is not a valid runner label" in found
-    assert "10:15: uses: actions/setup-node@v4 is not supported" in found
+    assert "10:15: uses: actions/setup-node needs a version" in found
     assert "the matrix has no key 'nodes'" in found
 
 
@@ -139,12 +139,12 @@ def test_a_refused_actions_env_and_if_are_checked(refuse: Refuse) -> None:
           build:
             runs-on: self-hosted
             steps:
-              - uses: actions/setup-node@v4
+              - uses: docker://node:20
                 if: github.event.pull_request.draft == false
                 env:
                   GITHUB_SHA: x
         """
     found = messages(refuse(text))
-    assert "6:15: uses: actions/setup-node@v4 is not supported" in found
+    assert "6:15: uses: docker://node:20: Docker container actions are not supported" in found
     assert "github.event is not available" in found
     assert "9:11: GITHUB_SHA is set by the runner; a workflow cannot override it" in found

@@ -137,7 +137,7 @@ def test_plan_over_one_mebibyte_is_refused(refuse: Refuse, plan_of: PlanOf) -> N
 def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
     text = MINIMAL.replace("runs-on: self-hosted", "runs_on: self-hosted\n    timeout-minutes: 0")
     text = text.replace("on: push", "on: [push, shedule]")
-    text += "      - uses: actions/setup-node@v4\n"
+    text += "      - uses: docker://node:20\n"
     diagnostics = refuse(text)
     assert messages(diagnostics).splitlines() == [
         "1:12: 'shedule' is not a workflow event; did you mean \"schedule\"? (forge-ci fires "
@@ -145,6 +145,6 @@ def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
         "4:5: 'runs_on' is not a job key; did you mean \"runs-on\"?",
         "4:5: job 'build' needs runs-on",
         "5:22: timeout-minutes must be a whole number of minutes from 1 through 360, not '0'",
-        "8:15: uses: actions/setup-node@v4 is not supported; forge-ci runs only run steps and the "
-        "built-in forge-ci/checkout@v1 (no action is downloaded)",
+        "8:15: uses: docker://node:20: Docker container actions are not supported (jobs run "
+        "without Docker); use a node or composite action, or a run step",
     ]

@@ -15,6 +15,9 @@ and maps refusals to statuses with a stable ``code``::
     POST attempts/<id>/complete       attempt credential    -> attempt status
     POST attempts/<id>/source.tar     attempt credential    -> application/x-tar (running only)
     POST attempts/<id>/secrets        attempt credential    -> one running step's secret env
+    POST attempts/<id>/source.bundle  attempt credential    -> application/x-git-bundle (running
+                                                               only; the checkout step's history)
+    POST attempts/<id>/actions/<n>.tar  attempt credential  -> application/x-tar (running only)
 
 Register it with :func:`register_runner_api`. Claims long-poll: serve with threads (gunicorn
 ``gthread`` workers, ``threaded=True`` for the development server); the coordinator lets at
@@ -160,9 +163,24 @@ def source_archive(attempt_id: str) -> Response:
     token = _token()
     parsed = _body("source")
     archive, _ = _coordinator().source(token, number, parsed)
+    return _file_response(archive, "application/x-tar")
+
+
+@blueprint.post("/attempts/<attempt_id>/source.bundle")
+@_api
+def source_bundle(attempt_id: str) -> Response:
+    """The checkout step's pinned commit and history as a git bundle (see coordinator.bundles)."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().source_bundle(token, number, parsed)
+    return _file_response(archive, "application/x-git-bundle")
+
+
+def _file_response(archive: Any, mimetype: str) -> Response:
     response = Response(
         wrap_file(request.environ, archive.file),
-        mimetype="application/x-tar",
+        mimetype=mimetype,
         direct_passthrough=True,
     )
     response.content_length = archive.size
@@ -181,6 +199,19 @@ def step_secrets(attempt_id: str) -> Response:
     parsed = _body("secrets")
     env, status = _coordinator().secrets(token, number, parsed)
     return _json(protocol.secrets_body(parsed.step_id, env, status))
+
+
+@blueprint.post("/attempts/<attempt_id>/actions/<index>.tar")
+@_api
+def action_archive(attempt_id: str, index: str) -> Response:
+    """The pinned tree of one of the run's actions as a tar (same rules as source.tar)."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    if not index.isdigit() or len(index) > 6:
+        raise ProtocolError("not_found", f"unknown action archive {index[:20]!r}", 404)
+    token = _token()
+    parsed = _body("source")
+    archive, _ = _coordinator().action_source(token, number, int(index), parsed)
+    return _file_response(archive, "application/x-tar")
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

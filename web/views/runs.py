@@ -17,6 +17,7 @@ from forge_ci.authz import Role
 from forge_ci.coordinator.blockers import Blocker, queue_blockers_in
 from forge_ci.runs.cancel import cancel_run
 from forge_ci.runs.details import JobDetail, RunDetails, run_details_in
+from forge_ci.runs.reports import run_reports
 from forge_ci.runs.rerun import rerun_run
 from web.access import request_repository
 from web.auth import current_actor
@@ -62,6 +63,7 @@ def _run_context(owner: str, name: str, number: int) -> dict[str, Any]:
         "job_href": job_href,
         "can_manage": can_manage,
         "controls": controls(can_manage, details),
+        "reports": run_reports(db(), details),
     }
 
 
@@ -168,6 +170,7 @@ def job(owner: str, name: str, number: int, job_id: int) -> str:
     if step and step not in {s.step_id for s in selected.steps}:
         step = ""
     note = log_note(selected, context["notes"][selected.id])
+    context["reports"] = context["reports"].for_job(selected.id)
     return render_template(
         "run.html",
         selected=selected,

@@ -10,8 +10,8 @@ one request per connection::
 What the relay refuses, answering with a JSON error and closing the connection:
 
 - any method but ``POST``, any path but this attempt's ``start``, ``heartbeat``, ``steps``,
-  ``logs``, ``complete``, ``source.tar`` and ``secrets`` (no query string, no other attempt,
-  no claims);
+  ``logs``, ``complete``, ``source.tar``, ``source.bundle``, ``actions/<n>.tar`` and
+  ``secrets`` (no query string, no other attempt, no claims);
 - ``Transfer-Encoding`` (bodies carry a ``Content-Length``), repeated or malformed lengths,
   bodies over the protocol's 64 KiB, heads over 16 KiB, a head and body slower than 10 s.
 
@@ -38,7 +38,16 @@ from worker.provider.upstream import Server
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("start", "heartbeat", "steps", "logs", "complete", "source.tar", "secrets")
+ACTIONS = (
+    "start",
+    "heartbeat",
+    "steps",
+    "logs",
+    "complete",
+    "source.tar",
+    "source.bundle",
+    "secrets",
+)
 FORWARDED_HEADERS = ("authorization", "content-type", "content-length", "accept")
 RETURNED_HEADERS = ("content-type", "content-length", "cache-control", "www-authenticate")
 MAX_HEAD_BYTES = 16 * 1024
@@ -199,6 +208,12 @@ class Relay:
             raise _Refusal(400, "invalid_request", "more bytes than the Content-Length")
         return path, headers, bytes(body)
 
+    def _action_archive(self, path: str) -> bool:
+        """``.../attempts/<this attempt>/actions/<n>.tar`` (issue #15's action archives)."""
+        prefix = f"{API_PREFIX}/attempts/{self.attempt_id}/actions/"
+        number = path[len(prefix) : -len(".tar")] if path.endswith(".tar") else ""
+        return path.startswith(prefix) and number.isdigit() and len(number) <= 6
+
     def _check_request_line(self, line: bytes) -> tuple[str, str]:
         parts = line.split(b" ")
         if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
@@ -207,7 +222,7 @@ class Relay:
             method, path = parts[0].decode("ascii"), parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise _Refusal(400, "invalid_request", "a request line that is not ASCII") from None
-        if path not in self._allowed:
+        if path not in self._allowed and not self._action_archive(path):
             raise _Refusal(
                 403,
                 "not_relayed",

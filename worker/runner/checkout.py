@@ -1,9 +1,11 @@
 """The built-in checkout: download the pinned commit's ``tar`` and extract it into the workspace.
 
-It runs as the ``forge-ci/checkout@v1`` step (with that step's log and outcome) or, for a job
-without that step, before the first step as job setup. It creates no ``.git``, fetches no
-history, submodules or LFS objects, and needs an empty workspace (only the runner's ``.home``
-and ``.tmp``): files left by earlier steps make it fail rather than mix with the source.
+It runs for a job without a checkout step, before the first step as job setup, and as a
+checkout step of a plan made before checkout inputs existed (a checkout step with inputs runs
+:mod:`worker.runner.gitcheckout` instead, which makes a real ``.git``). It creates no
+``.git``, fetches no history, submodules or LFS objects, and needs an empty workspace (only
+the runner's ``.home`` and ``.tmp``): files left by earlier steps make it fail rather than mix
+with the source.
 
 The download is bounded to 30 s and 64 MiB; the archive is checked completely before anything
 is written (:mod:`worker.runner.archive`). The server refuses it for a job with
@@ -41,8 +43,9 @@ def download_source(
     execution_id: str,
     watchdog: Watchdog,
     interrupted: Callable[[], bool],
+    what: str = "the source",
 ) -> bytes:
-    """The archive at ``path`` (at most 64 MiB, within 30 s)."""
+    """The archive at ``path`` (at most 64 MiB, within 30 s); ``what`` names it in errors."""
     buffer = bytearray()
 
     def sink(data: bytes) -> None:
@@ -63,13 +66,13 @@ def download_source(
             restart=buffer.clear,
         )
     except _Interrupted:
-        raise CheckoutError("the download of the source was interrupted") from None
+        raise CheckoutError(f"the download of {what} was interrupted") from None
     except NoAnswer as exc:
-        raise CheckoutError(f"the source could not be downloaded: {exc}") from None
+        raise CheckoutError(f"{what} could not be downloaded: {exc}") from None
     except Refused as refused:
         if refused.attempt is not None:
             watchdog.observe(refused.attempt, sent_at)
-        raise CheckoutError(f"the server refused the source: {refused.message}") from None
+        raise CheckoutError(f"the server refused {what}: {refused.message}") from None
     return bytes(buffer)
 
 

@@ -4,7 +4,7 @@ Layers, later ones win::
 
     fixed       PATH (GITHUB_PATH additions first), HOME=<workspace>/.home,
                 TMPDIR=RUNNER_TEMP=<workspace>/.tmp, LANG=C.UTF-8, CI=true, FORGE_CI=true,
-                RUNNER_OS=Linux
+                RUNNER_OS=Linux, RUNNER_TOOL_CACHE=/opt/hostedtoolcache (the image's tool cache)
     run         GITHUB_* and FORGE_CI_* facts of the run, job, attempt and step, and the
                 GITHUB_ENV / GITHUB_PATH / GITHUB_OUTPUT files of this step
     job         what earlier steps wrote to GITHUB_ENV
@@ -17,6 +17,7 @@ name in the plan's env is refused, as the workflow engine refuses it.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from typing import Any
 from worker.runner.filecommands import CommandFiles, reserved_env_name
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: GitHub's tool cache layout, read-only in the image (deploy/runner.Dockerfile).
+TOOL_CACHE = "/opt/hostedtoolcache"
 #: github context key -> environment variable.
 _GITHUB_VARIABLES = {
     "repository": "GITHUB_REPOSITORY",
@@ -79,6 +82,7 @@ def job_environment(github: Mapping[str, Any], layout: Layout, job_key: str) -> 
         "TMPDIR": layout.tmp,
         "RUNNER_TEMP": layout.tmp,
         "RUNNER_OS": "Linux",
+        "RUNNER_TOOL_CACHE": TOOL_CACHE,
         "LANG": "C.UTF-8",
         "CI": "true",
         "FORGE_CI": "true",
@@ -118,6 +122,8 @@ def step_environment(
     env["GITHUB_ENV"] = files.env
     env["GITHUB_PATH"] = files.path
     env["GITHUB_OUTPUT"] = files.output
+    env["GITHUB_STATE"] = files.state
+    env["GITHUB_STEP_SUMMARY"] = files.summary
     env["FORGE_CI_STEP_ID"] = step_id
     env.update(added_env)
     for layer in (step_env, secrets):
@@ -129,3 +135,18 @@ def step_environment(
         if "\x00" in value or "\x00" in name or "=" in name:
             raise StepEnvironmentError(f"env {name[:80]!r} contains a NUL character or '='")
     return env
+
+
+def runner_context(job_env: Mapping[str, str]) -> dict[str, str]:
+    """The ``runner`` context of expressions (action defaults read ``runner.debug``)."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "X64", "amd64": "X64", "aarch64": "ARM64", "arm64": "ARM64"}.get(machine, "")
+    return {
+        "os": "Linux",
+        "arch": arch or machine.upper(),
+        "name": job_env.get("RUNNER_NAME", "forge-ci"),
+        "temp": job_env.get("RUNNER_TEMP", ""),
+        "tool_cache": job_env.get("RUNNER_TOOL_CACHE", ""),
+        "debug": "",
+        "environment": "self-hosted",
+    }

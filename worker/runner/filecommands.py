@@ -1,7 +1,8 @@
-"""File commands: what a step writes to ``$GITHUB_ENV``, ``$GITHUB_PATH`` and ``$GITHUB_OUTPUT``.
+"""File commands: what a step writes to ``$GITHUB_ENV``, ``$GITHUB_PATH``, ``$GITHUB_OUTPUT``,
+``$GITHUB_STATE`` and ``$GITHUB_STEP_SUMMARY``.
 
-Each step gets three fresh, empty files; after it ends the runner reads them (at most 1 MiB
-each) with GitHub's syntax::
+Each step (each process of it) gets five fresh, empty files; after it ends the runner reads
+them (at most 1 MiB each) with GitHub's syntax::
 
     NAME=value                 one line
     NAME<<DELIMITER            several lines, ended by a line that is exactly DELIMITER
@@ -16,10 +17,15 @@ per line, prepended to ``PATH`` for later steps (the last line written comes fir
 ``GITHUB_ENV`` may not set reserved names: the executor's ``FORGE_CI_*`` and ``RUNNER_*``,
 GitHub's default ``GITHUB_*`` variables (:mod:`forge_ci.protocol.envnames`), ``PATH`` (use
 ``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables that make a shell or the loader
-run other code, as in workflow ``env``. The values are text: nothing in them is evaluated.
+run other code, as in workflow ``env``, except ``LD_LIBRARY_PATH``, which tool installers
+(``actions/setup-python``) export. The values are text: nothing in them is evaluated.
 
-``::set-output``, ``::set-env``, ``::add-path`` and the other ``::`` workflow commands printed
-to the log are *not* interpreted; these files are the only channel.
+``GITHUB_STATE`` (same syntax as ``GITHUB_OUTPUT``) is state a node action's ``pre`` or
+``main`` script keeps for its later scripts, which get it as ``STATE_<name>``.
+``GITHUB_STEP_SUMMARY`` is Markdown text, kept as the step's summary (shown as text).
+
+Workflow commands printed to the log (``::set-output`` and the others) are applied by
+:mod:`worker.runner.actions.sink`.
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ _RESERVED_NAMES = frozenset({"PATH", "HOME", "TMPDIR", "CI", "FORGE_CI"})
 
 class FileCommandError(Exception):
     """A file command could not be applied; the message names the file and line."""
+
+
+#: Reserved names a step may still set through ``GITHUB_ENV`` for later steps: a library
+#: search path, which tool installers such as ``actions/setup-python`` export.
+_GITHUB_ENV_ALLOWED = frozenset({"LD_LIBRARY_PATH"})
 
 
 def reserved_env_name(name: str) -> bool:
@@ -117,7 +128,7 @@ def check_env_name(name: str, where: str) -> None:
             f"{where}: {name[:80]!r} is not an environment variable name (letters, digits and "
             "'_', not starting with a digit)"
         )
-    if reserved_env_name(name):
+    if reserved_env_name(name) and name not in _GITHUB_ENV_ALLOWED:
         raise FileCommandError(f"{where}: {name} is reserved for the runner and cannot be set")
 
 
@@ -128,23 +139,30 @@ class Updates:
     env: dict[str, str]
     path: list[str]
     outputs: dict[str, str]
+    state: dict[str, str]
+    summary: str
 
 
 class CommandFiles:
-    """The three files of one step, created empty in the runner's directory."""
+    """The five files of one step, created empty in the runner's directory."""
 
     def __init__(self, directory: str, step_number: int) -> None:
         self.env = os.path.join(directory, f"env-{step_number}")
         self.path = os.path.join(directory, f"path-{step_number}")
         self.output = os.path.join(directory, f"output-{step_number}")
+        self.state = os.path.join(directory, f"state-{step_number}")
+        self.summary = os.path.join(directory, f"summary-{step_number}")
+
+    def _all(self) -> tuple[str, ...]:
+        return (self.env, self.path, self.output, self.state, self.summary)
 
     def create(self) -> None:
-        for name in (self.env, self.path, self.output):
+        for name in self._all():
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             os.close(fd)
 
     def remove(self) -> None:
-        for name in (self.env, self.path, self.output):
+        for name in self._all():
             try:
                 os.unlink(name)
             except FileNotFoundError:
@@ -155,14 +173,8 @@ class CommandFiles:
         for name, value in parse_assignments(_read(self.env, "GITHUB_ENV"), "GITHUB_ENV"):
             check_env_name(name, "GITHUB_ENV")
             env[name] = value
-        outputs: dict[str, str] = {}
-        for name, value in parse_assignments(_read(self.output, "GITHUB_OUTPUT"), "GITHUB_OUTPUT"):
-            if not _OUTPUT_NAME.match(name):
-                raise FileCommandError(
-                    f"GITHUB_OUTPUT: {name[:80]!r} is not an output name (letters, digits, '_' "
-                    "and '-', not starting with a digit or '-', at most 100)"
-                )
-            outputs[name] = value
+        outputs = _named_values(_read(self.output, "GITHUB_OUTPUT"), "GITHUB_OUTPUT")
+        state = _named_values(_read(self.state, "GITHUB_STATE"), "GITHUB_STATE")
         path: list[str] = []
         for number, line in enumerate(_read(self.path, "GITHUB_PATH").split("\n"), start=1):
             entry = line.removesuffix("\r")
@@ -176,4 +188,17 @@ class CommandFiles:
             path.append(entry)
         if len(path) > MAX_PATH_ENTRIES:
             raise FileCommandError(f"GITHUB_PATH: more than {MAX_PATH_ENTRIES} directories")
-        return Updates(env, path, outputs)
+        summary = _read(self.summary, "GITHUB_STEP_SUMMARY")
+        return Updates(env, path, outputs, state, summary)
+
+
+def _named_values(text: str, what: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name, value in parse_assignments(text, what):
+        if not _OUTPUT_NAME.match(name):
+            raise FileCommandError(
+                f"{what}: {name[:80]!r} is not an output name (letters, digits, '_' "
+                "and '-', not starting with a digit or '-', at most 100)"
+            )
+        values[name] = value
+    return values

@@ -3,8 +3,10 @@
 ::
 
     check the workspace and socket ──► start (a fresh execution_id) ──► watchdog, heartbeats,
-    uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► for each
-    step: if ──► report running ──► run ──► file commands ──► report completed
+    uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► the actions'
+    pre steps, then each step, then the post steps (reverse order, also after a failure):
+    if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
+    completed with annotations and summary
       (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
     ──► job outputs ──► kill every leftover process ──► deliver the log (3 s)
     ──► complete (3 s) ──► report
@@ -20,6 +22,7 @@ import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from forge_ci import protocol
@@ -30,33 +33,31 @@ from forge_ci.protocol import (
     AssignmentStep,
     AttemptStatus,
     CompleteRequest,
+    HookStep,
     RunnerInput,
     StartRequest,
     StepRequest,
+    hook_steps,
     request_body,
 )
+from worker.runner.actions.executor import ActionFailed, ActionSteps
+from worker.runner.actions.trees import ActionTrees
 from worker.runner.checkout import CheckoutError, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
-from worker.runner.environment import (
-    Layout,
-    StepEnvironmentError,
-    job_environment,
-    step_environment,
-)
+from worker.runner.environment import Layout, job_environment, runner_context
 from worker.runner.evaluation import (
     EvaluationError,
     condition_holds,
     continues_on_error,
     render,
 )
-from worker.runner.filecommands import CommandFiles, FileCommandError
+from worker.runner.gitcheckout import git_check_out, git_environment
 from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
-from worker.runner.shells import ShellError, shell_argv, write_script
+from worker.runner.scripts import ProcessFailed, ScriptRunner
 from worker.runner.step_secrets import fetch_step_secrets
-from worker.runner.steps import StepStartError, run_script
 from worker.runner.uploader import Uploader
 from worker.runner.watchdog import STOP_CONCLUSIONS, Watchdog
 
@@ -65,6 +66,13 @@ FINAL_LOG_SECONDS = 3.0
 FINAL_COMPLETE_SECONDS = 3.0
 #: How long a finished step waits for its output to be delivered before it is reported.
 STEP_LOG_SECONDS = 5.0
+PERSIST_NOTICE = (
+    "notice: persist-credentials is accepted and has no effect: the checkout uses no credentials "
+    "and leaves none in .git\n"
+)
+#: ``github.token`` when the server sends none: there is no GitHub API to call, but actions
+#: whose ``token`` input is required (github-script) must get a non-empty value.
+NO_GITHUB_TOKEN = "forge-ci-has-no-github-api"
 #: How long ``start`` may take, at most (the claim's lease bounds it too).
 START_SECONDS = 30.0
 
@@ -127,10 +135,12 @@ class JobRunner:
         self.report = Report(self.assignment.attempt_id, self.execution_id, "error")
         self.steps_context: dict[str, dict[str, Any]] = {}
         self.failed = False
-        self.added_env: dict[str, str] = {}
-        self.path_entries: list[str] = []
         self.layout: Layout | None = None
-        self.job_env: dict[str, str] = {}
+        self.pre, self.post = hook_steps(self.assignment.steps, self.assignment.actions)
+        self.scripts: ScriptRunner
+        self.trees: ActionTrees
+        self.actions = ActionSteps(self)
+        self.runner_context: dict[str, str] = {}
 
     # -- reporting to the server ----------------------------------------------------------------
 
@@ -163,16 +173,33 @@ class JobRunner:
 
     def report_step(
         self,
-        step: AssignmentStep,
+        step_id: str,
         state: str,
         conclusion: str = "",
         exit_code: int = -1,
         continue_on_error: bool = False,
     ) -> bool:
-        body = request_body(
-            StepRequest(self.execution_id, step.id, state, conclusion, exit_code, continue_on_error)
+        annotations: list[Any] = []
+        summary = ""
+        if state == "completed":
+            effects = self.scripts.take_effects()
+            annotations = effects.annotations()
+            summary, cut = effects.summary_text()
+            for level, count in sorted(effects.commands.dropped.items()):
+                self.note(step_id, f"{count} more {level} annotations were not kept (10 a step)")
+            if cut:
+                self.note(step_id, "the step summary was cut to its first 16 KiB")
+        request = StepRequest(
+            self.execution_id,
+            step_id,
+            state,
+            conclusion,
+            exit_code,
+            continue_on_error,
+            annotations,
+            summary,
         )
-        return self._call("steps", body, self.watchdog.safe_until()) is not None
+        return self._call("steps", request_body(request), self.watchdog.safe_until()) is not None
 
     # -- the job --------------------------------------------------------------------------------
 
@@ -192,6 +219,10 @@ class JobRunner:
             return self.report
         runner_dir = tempfile.mkdtemp(prefix="forge-ci-runner-")
         self.layout = Layout(self.layout.workspace, self.layout.home, self.layout.tmp, runner_dir)
+        self.scripts = ScriptRunner(self.layout, self.uploader, self.watchdog)
+        self.trees = ActionTrees(
+            self.client, self.execution_id, runner_dir, self.watchdog, self._interrupted
+        )
         self.watchdog.start()
         self.heartbeat.start()
         self.uploader.start()
@@ -235,18 +266,24 @@ class JobRunner:
         assert self.layout is not None
         for directory in (self.layout.home, self.layout.tmp):
             os.mkdir(directory, 0o700)
-        self.job_env = job_environment(
+        self.scripts.job_env = job_environment(
             self.assignment.contexts["github"], self.layout, self.assignment.job_key
         )
+        # A runner started elsewhere than the image (tests on the host) names its tool cache.
+        tool_cache = os.environ.get("RUNNER_TOOL_CACHE")
+        if tool_cache:
+            self.scripts.job_env["RUNNER_TOOL_CACHE"] = tool_cache
+        self.runner_context = runner_context(self.scripts.job_env)
 
     def _contexts(self) -> dict[str, Any]:
         contexts = self.assignment.contexts
         return {
-            "github": contexts["github"],
+            "github": {"token": NO_GITHUB_TOKEN, **contexts["github"]},
             "matrix": contexts.get("matrix") or {},
             "strategy": contexts.get("strategy") or {},
             "needs": contexts.get("needs") or {},
             "steps": self.steps_context,
+            "runner": self.runner_context,
         }
 
     def _interrupted(self) -> bool:
@@ -262,10 +299,20 @@ class JobRunner:
                 self.note("", str(exc))
                 self.failed = True
                 return {}
-        for number, step in enumerate(steps, start=1):
+        for hook in self.pre:
             if self.watchdog.stopped.is_set():
                 break
-            self._step(number, step)
+            self._hook(hook)
+        for step in steps:
+            if self.watchdog.stopped.is_set():
+                break
+            self._step(step)
+            reap()
+        # Post steps run after a failure too (not once the job was stopped).
+        for hook in self.post:
+            if self.watchdog.stopped.is_set():
+                break
+            self._hook(hook)
             reap()
         if self.watchdog.stopped.is_set():
             return {}
@@ -291,20 +338,20 @@ class JobRunner:
 
     def _record(
         self,
-        step: AssignmentStep,
+        step_id: str,
         outcome: str,
         conclusion: str,
         exit_code: int,
         outputs: dict[str, str],
     ) -> None:
-        self.steps_context[step.id] = {
+        self.steps_context[step_id] = {
             "outputs": outputs,
             "outcome": outcome,
             "conclusion": conclusion,
         }
-        self.report.steps.append(StepRecord(step.id, outcome, conclusion, exit_code))
+        self.report.steps.append(StepRecord(step_id, outcome, conclusion, exit_code))
 
-    def _step(self, number: int, step: AssignmentStep) -> None:
+    def _step(self, step: AssignmentStep) -> None:
         contexts = self._contexts()
         status = "failure" if self.failed else "success"
         try:
@@ -315,63 +362,120 @@ class JobRunner:
         except EvaluationError as exc:
             self.note(step.id, str(exc))
             self.failed = True
-            if self.report_step(step, "completed", "failure"):
-                self._record(step, "failure", "failure", -1, {})
+            if self.report_step(step.id, "completed", "failure"):
+                self._record(step.id, "failure", "failure", -1, {})
             return
         if not runs:
-            if self.report_step(step, "completed", "skipped"):
-                self._record(step, "skipped", "skipped", -1, {})
+            if self.report_step(step.id, "completed", "skipped"):
+                self._record(step.id, "skipped", "skipped", -1, {})
             return
-        if not self.report_step(step, "running"):
+
+        def work() -> tuple[str, int, dict[str, str]]:
+            if step.uses == CHECKOUT:
+                self._checkout_step(step)
+                return "success", -1, {}
+            if step.uses:
+                try:
+                    return self.actions.run(step, contexts, step.id)
+                except ActionFailed as exc:
+                    raise StepFailed(str(exc)) from None
+            exit_code, outputs = self._script_step(step, contexts)
+            return ("success" if exit_code == 0 else "failure"), exit_code, outputs
+
+        self._execute(step.id, step.timeout_minutes, continue_on_error, work)
+
+    def _hook(self, hook: HookStep) -> None:
+        """A pre or post step of a node action (skipped when its condition says so)."""
+        status = "failure" if self.failed else "success"
+        try:
+            work = self.actions.hook(hook, self._contexts(), status)
+        except ActionFailed as exc:
+            self.note(hook.id, str(exc))
+            self.failed = True
+            if self.report_step(hook.id, "completed", "failure"):
+                self._record(hook.id, "failure", "failure", -1, {})
             return
-        deadline = now() + step.timeout_minutes * self.input.step_minute_seconds
-        self.watchdog.begin_step(deadline if step.timeout_minutes else float("inf"))
+        if work is None:
+            if self.report_step(hook.id, "completed", "skipped"):
+                self._record(hook.id, "skipped", "skipped", -1, {})
+            return
+
+        def run_hook() -> tuple[str, int, dict[str, str]]:
+            try:
+                code = work()
+            except ActionFailed as exc:
+                raise StepFailed(str(exc)) from None
+            return ("success" if code == 0 else "failure"), code, {}
+
+        self._execute(hook.id, 0, False, run_hook)
+
+    def _execute(
+        self,
+        step_id: str,
+        timeout_minutes: int,
+        continue_on_error: bool,
+        work: Callable[[], tuple[str, int, dict[str, str]]],
+    ) -> None:
+        """Report a step running, do its ``work``, report how it ended."""
+        if not self.report_step(step_id, "running"):
+            return
+        deadline = now() + timeout_minutes * self.input.step_minute_seconds
+        self.watchdog.begin_step(deadline if timeout_minutes else float("inf"))
         outputs: dict[str, str] = {}
         exit_code = -1
         try:
-            if step.uses == CHECKOUT:
-                self._checkout_step(step)
-                outcome = "success"
-            elif step.uses:
-                raise StepFailed(f"uses: {step.uses} is not supported by this runner")
-            else:
-                exit_code, outputs = self._script_step(number, step, contexts)
-                outcome = "success" if exit_code == 0 else "failure"
+            outcome, exit_code, outputs = work()
         except StepFailed as exc:
-            self.note(step.id, str(exc))
+            self.note(step_id, str(exc))
             outcome = "failure"
         timed_out = self.watchdog.end_step()
         stop = self.watchdog.stop
         if stop is not None:
             outcome = "timed_out" if stop.kind == "timed_out" else "cancelled"
-            self.note(step.id, stop.message)
+            self.note(step_id, stop.message)
         elif timed_out:
             outcome = "timed_out"
             self.note(
-                step.id,
-                f"the step reached its time limit (timeout-minutes: {step.timeout_minutes})",
+                step_id, f"the step reached its time limit (timeout-minutes: {timeout_minutes})"
             )
         elif outcome == "failure" and exit_code > 0:
-            self.note(step.id, f"the step failed with exit status {exit_code}")
+            self.note(step_id, f"the step failed with exit status {exit_code}")
         forgiven = continue_on_error and outcome in ("failure", "timed_out")
         conclusion = "success" if forgiven else outcome
         if outcome in ("failure", "timed_out") and not forgiven:
             self.failed = True
         if stop is not None and STOP_CONCLUSIONS[stop.kind] is None:
-            self._record(step, outcome, conclusion, exit_code, outputs)
+            self._record(step_id, outcome, conclusion, exit_code, outputs)
             return  # the server cannot take a report any more
         # The step's output first, so that a finished step's log is complete when it shows.
         self.uploader.flush(min(now() + STEP_LOG_SECONDS, self.watchdog.safe_until()))
-        if self.report_step(step, "completed", outcome, exit_code, continue_on_error):
-            self._record(step, outcome, conclusion, exit_code, outputs)
+        if self.report_step(step_id, "completed", outcome, exit_code, continue_on_error):
+            self._record(step_id, outcome, conclusion, exit_code, outputs)
 
     def _checkout_step(self, step: AssignmentStep) -> None:
+        """With inputs (plans since issue #15): a git checkout; older plans: the archive."""
         try:
-            self._check_out(step.id)
+            if not step.inputs:
+                self._check_out(step.id)
+                return
+            assert self.layout is not None
+            if "persist-credentials" in step.inputs:
+                self.uploader.write(step.id, "stdout", PERSIST_NOTICE)
+            line = git_check_out(
+                self.client,
+                self.assignment.source_archive_path,
+                self.execution_id,
+                self.layout.workspace,
+                git_environment(self.layout.home, self.layout.tmp),
+                step.inputs,
+                self.watchdog,
+                self._interrupted,
+            )
+            self.uploader.write(step.id, "stdout", line)
         except CheckoutError as exc:
             raise StepFailed(str(exc)) from None
 
-    def _directory(self, relative: str) -> str:
+    def directory(self, relative: str) -> str:
         assert self.layout is not None
         root = self.layout.workspace
         if not relative:
@@ -385,7 +489,7 @@ class JobRunner:
             raise StepFailed(f"working-directory {relative!r} does not exist in the workspace")
         return resolved
 
-    def _step_env(
+    def step_env(
         self, step: AssignmentStep, contexts: dict[str, Any]
     ) -> tuple[dict[str, str], dict[str, str]]:
         """The step's rendered env and its secret values (by env name)."""
@@ -430,39 +534,19 @@ class JobRunner:
         return values
 
     def _script_step(
-        self, number: int, step: AssignmentStep, contexts: dict[str, Any]
+        self, step: AssignmentStep, contexts: dict[str, Any]
     ) -> tuple[int, dict[str, str]]:
-        assert self.layout is not None
         try:
             script = render(step.run, contexts, f"step {step.id}: run")
         except EvaluationError as exc:
             raise StepFailed(str(exc)) from None
-        env, values = self._step_env(step, contexts)
-        cwd = self._directory(step.working_directory)
-        files = CommandFiles(self.layout.runner_dir, number)
-        files.create()
+        env, values = self.step_env(step, contexts)
+        cwd = self.directory(step.working_directory)
         try:
-            full_env = step_environment(
-                self.job_env, self.path_entries, self.added_env, env, values, files, step.id
-            )
-            argv = shell_argv(step.shell, write_script(self.layout.runner_dir, number, script))
-            end = run_script(argv, full_env, cwd, step.id, self.watchdog, self.uploader)
-        except (StepEnvironmentError, ShellError, StepStartError) as exc:
+            result = self.scripts.run(step.id, (step.shell, script), env, values, cwd)
+        except ProcessFailed as exc:
             raise StepFailed(str(exc)) from None
-        if end.signal and not self.watchdog.step_expired():
-            self.note(step.id, f"the shell was ended by signal {end.signal}")
-        if self.watchdog.stopped.is_set():
-            return end.exit_code, {}
-        try:
-            updates = files.read()
-        except FileCommandError as exc:
-            self.note(step.id, str(exc))
-            return (end.exit_code or 1), {}
-        finally:
-            files.remove()
-        self.added_env.update(updates.env)
-        self.path_entries.extend(updates.path)
-        return end.exit_code, updates.outputs
+        return result.exit_code, result.outputs
 
     def _job_outputs(self) -> dict[str, str]:
         contexts = self._contexts()

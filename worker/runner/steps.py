@@ -18,15 +18,19 @@ import selectors
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from worker.runner.clock import now
 from worker.runner.processes import ProcessGroup
-from worker.runner.uploader import Uploader
 from worker.runner.watchdog import Watchdog
 
 READ_SIZE = 64 * 1024
 DRAIN_SECONDS = 0.25
 _POLL_SECONDS = 0.1
+
+
+class OutputWriter(Protocol):
+    def write(self, step_id: str, stream: str, text: str) -> None: ...
 
 
 class StepStartError(Exception):
@@ -57,7 +61,7 @@ def run_script(
     cwd: str,
     step_id: str,
     watchdog: Watchdog,
-    uploader: Uploader,
+    uploader: OutputWriter,
 ) -> ProcessEnd:
     """Run ``argv`` to its end (or until the watchdog stops it), streaming its output."""
     try:
@@ -88,7 +92,7 @@ def run_script(
 
 
 def _pump(
-    process: subprocess.Popen[bytes], group: ProcessGroup, step_id: str, uploader: Uploader
+    process: subprocess.Popen[bytes], group: ProcessGroup, step_id: str, uploader: OutputWriter
 ) -> None:
     assert process.stdout is not None and process.stderr is not None
     streams = {

@@ -36,10 +36,26 @@ def escaped_size(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
 
 
-def split_chunk(text: str) -> tuple[str, str]:
+#: The longest ``::add-mask::`` value sent as one: a longer one is sent as overlapping pieces
+#: of this length, each masked wherever it appears (so all of the value is).
+MAX_MASK_CHARACTERS = 2048
+#: JSON-escaped ``::add-mask::`` values per chunk (the chunk's text gets that much less room).
+MASKS_ESCAPED_BYTES = 16 * 1024
+
+
+def mask_pieces(value: str) -> list[str]:
+    """``value``, or overlapping pieces of MAX_MASK_CHARACTERS that cover it."""
+    if len(value) <= MAX_MASK_CHARACTERS:
+        return [value]
+    starts = list(range(0, len(value) - MAX_MASK_CHARACTERS, MAX_MASK_CHARACTERS))
+    starts.append(len(value) - MAX_MASK_CHARACTERS)
+    return [value[start : start + MAX_MASK_CHARACTERS] for start in starts]
+
+
+def split_chunk(text: str, budget: int = CHUNK_ESCAPED_BYTES) -> tuple[str, str]:
     """The longest prefix of ``text`` (up to CHUNK_CHARACTERS) that fits one chunk, and the rest."""
     head = text[:CHUNK_CHARACTERS]
-    while escaped_size(head) > CHUNK_ESCAPED_BYTES:
+    while escaped_size(head) > budget:
         head = head[: len(head) // 2]
     return head, text[len(head) :]
 
@@ -67,6 +83,8 @@ class Uploader:
         self.failure: str | None = None
         #: Characters of output written after uploading stopped.
         self.dropped = 0
+        #: ``::add-mask::`` values not sent yet: they go with the next chunk (before its text).
+        self._masks: list[str] = []
         self._thread = threading.Thread(target=self._run, name="uploader", daemon=True)
 
     def start(self) -> None:
@@ -91,6 +109,16 @@ class Uploader:
                 return
             self._pieces.append((step_id, stream, text))
             self._pending += len(text)
+            self._cond.notify_all()
+
+    def add_mask(self, value: str) -> None:
+        """Send ``value`` to the server with the next chunk: it masks it from then on."""
+        with self._cond:
+            for piece in mask_pieces(value):
+                if piece not in self._masks:
+                    self._masks.append(piece)
+            if not self._pieces:
+                self._pieces.append(("", "stdout", ""))
             self._cond.notify_all()
 
     def flush(self, until: float) -> bool:
@@ -122,7 +150,7 @@ class Uploader:
 
     # -- the thread -----------------------------------------------------------------------------
 
-    def _take(self) -> tuple[str, str, str] | None:
+    def _take(self) -> tuple[str, str, str, tuple[str, ...]] | None:
         """The next chunk, waiting for text (and briefly for more of it); None when done."""
         with self._cond:
             while not self._pieces or self._abandoned:
@@ -136,6 +164,11 @@ class Uploader:
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
+            masks, room = self._take_masks()
+            if self._masks:
+                # More values than one chunk carries: send them first, without text.
+                self._busy = True
+                return "", "stdout", "", masks
             step_id, stream, text = self._pieces.popleft()
             parts = [text]
             size = len(text)
@@ -147,13 +180,25 @@ class Uploader:
                 parts.append(self._pieces.popleft()[2])
                 size += len(parts[-1])
             joined = "".join(parts)
-            head, rest = split_chunk(joined)
+            head, rest = split_chunk(joined, CHUNK_ESCAPED_BYTES - room)
             if rest:
                 self._pieces.appendleft((step_id, stream, rest))
             self._pending -= len(head)
             self._busy = True
             self._cond.notify_all()
-            return step_id, stream, head
+            return step_id, stream, head, masks
+
+    def _take_masks(self) -> tuple[tuple[str, ...], int]:
+        """Pending mask values that fit one chunk, and the room they take."""
+        taken: list[str] = []
+        room = 0
+        while self._masks:
+            size = escaped_size(self._masks[0])
+            if taken and room + size > MASKS_ESCAPED_BYTES:
+                break
+            taken.append(self._masks.pop(0))
+            room += size
+        return tuple(taken), room
 
     def _run(self) -> None:
         while True:
@@ -175,9 +220,11 @@ class Uploader:
                 if self.failure is not None:
                     return
 
-    def _send(self, step_id: str, stream: str, text: str) -> None:
+    def _send(self, step_id: str, stream: str, text: str, masks: tuple[str, ...]) -> None:
         sequence = self.acknowledged + 1
-        body = request_body(LogRequest(self.execution_id, sequence, step_id, stream, text))
+        body = request_body(
+            LogRequest(self.execution_id, sequence, step_id, stream, text, list(masks))
+        )
         sent_at = now()
         try:
             status = self.client.call(

@@ -54,6 +54,7 @@ NEEDS: dict[str, tuple[str, list[str]]] = {
     "repo create": (DATABASE, ["alice/demo"]),
     "repo grant": (DATABASE, ["alice/demo", "bob"]),
     "repo list": (DATABASE, []),
+    "repo mirror": (DATABASE, ["actions/x", "--from", "file:///nonexistent"]),
     "repo push-workflows": (DATABASE, ["alice/demo", "on"]),
     "repo revoke": (DATABASE, ["alice/demo", "bob"]),
     "repo scheduled-workflows": (DATABASE, ["alice/demo", "on"]),

@@ -259,3 +259,28 @@ def test_push_events_are_listed(cli: Cli) -> None:
         "push event 1 of alice/demo is aborted: refs/heads/main was at (absent), now (deleted)"
     )
     assert "is already aborted" in cli.refused("events", "resolve", "alice/demo", "1", "--pushed")
+
+
+def test_repo_mirror_from_a_bundle_clone(cli: Cli, tmp_path: Path) -> None:
+    import subprocess
+
+    bundle = Path(__file__).resolve().parents[3] / ".." / "shared" / "actions" / "checkout.bundle"
+    if not bundle.exists():
+        pytest.skip(f"{bundle} is missing (the shared action bundles)")
+    upstream = tmp_path / "checkout.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(upstream)], check=True)
+    out = cli.ok("repo", "mirror", "actions/checkout", "--from", f"file://{upstream}")
+    assert "created user actions" in out
+    assert f"created actions/checkout from file://{upstream}: 3 added, 0 moved, 0 deleted" in out
+    assert "  added refs/tags/v4" in out and "  added refs/tags/v6" in out
+    subprocess.run(
+        ["git", f"--git-dir={upstream}", "tag", "-d", "v4"], check=True, capture_output=True
+    )
+    out = cli.ok("repo", "mirror", "actions/checkout", "--from", f"file://{upstream}")
+    assert "refreshed actions/checkout" in out and "0 deleted" in out
+    out = cli.ok("repo", "mirror", "actions/checkout", "--from", f"file://{upstream}", "--prune")
+    assert "1 deleted" in out and "  deleted refs/tags/v4" in out
+    assert "is not a git URL" in cli.refused("repo", "mirror", "actions/x", "--from", "ftp://x")
+    assert "cannot mirror actions/y" in cli.refused(
+        "repo", "mirror", "actions/y", "--from", f"file://{tmp_path}/none"
+    )

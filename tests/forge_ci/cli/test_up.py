@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import closing
 from pathlib import Path
 
 import pygit2
@@ -77,6 +79,12 @@ def test_up_demo_runs_the_pipeline_and_a_second_start_reuses_everything(
     assert pygit2.Repository(str(data / "repositories" / "demo" / "hello.git")).is_bare
     assert (data / "provider-token").stat().st_mode & 0o777 == 0o600
     assert _stopped(data)
+    # The standard (Debian) image is offered for GitHub's standard Ubuntu x64 labels.
+    with closing(sqlite3.connect(data / "forge-ci.db")) as db:
+        (labels,) = db.execute("SELECT labels FROM providers WHERE name = 'local'").fetchone()
+    assert set(labels.split(",")) == {
+        "self-hosted", "linux", "x64", "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04",
+    }  # fmt: skip
 
     again = _up(data, FORGE_CI_RUNNER_IMAGE=runner_image)
 

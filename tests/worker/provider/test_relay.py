@@ -44,7 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.received.append(
             {"path": self.path, "headers": dict(self.headers.items()), "body": body}
         )
-        if self.path.endswith("source.tar"):
+        if self.path.endswith(".tar"):
             payload = self.server.big
             content_type = "application/x-tar"
         elif self.path.endswith("/logs"):
@@ -164,6 +164,15 @@ def test_the_source_archive_is_streamed_back(relay: Relay, upstream: Upstream) -
     assert answer == upstream.big
 
 
+def test_action_archives_of_this_attempt_are_streamed_back(
+    relay: Relay, upstream: Upstream
+) -> None:
+    upstream.big = b"action tree" * 1000
+    status, headers, answer = post(relay, f"{PREFIX}/actions/3.tar")
+    assert (status, headers["Content-Type"], answer) == (200, "application/x-tar", upstream.big)
+    assert upstream.received[-1]["path"] == f"{PREFIX}/actions/3.tar"
+
+
 def test_a_request_without_credential_goes_without_one(relay: Relay, upstream: Upstream) -> None:
     data = (
         f"POST {PREFIX}/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -184,6 +193,12 @@ def test_a_request_without_credential_goes_without_one(relay: Relay, upstream: U
         f"{PREFIX}/start/",
         f"{PREFIX}/../41/start",
         f"{PREFIX}/unknown",
+        f"{PREFIX}/actions/x.tar",
+        f"{PREFIX}/actions/.tar",
+        f"{PREFIX}/actions/1234567.tar",
+        f"{PREFIX}/actions/1.tar?x",
+        f"{PREFIX}/actions/../source.tar",
+        "/-/runner-api/v1/attempts/41/actions/0.tar",
         "/-/health",
         "/demo/hello",
         "http://127.0.0.1/-/runner-api/v1/claims",

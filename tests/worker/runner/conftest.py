@@ -122,6 +122,8 @@ class Forge:
     app: Flask
     stopped: bool = False
     runners: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: More environment for the runner process (RUNNER_TOOL_CACHE for a host tool cache).
+    runner_env: dict[str, str] = field(default_factory=dict)
 
     # -- git and runs ---------------------------------------------------------------------------
 
@@ -254,6 +256,7 @@ class Forge:
                 "PYTHONPATH": str(REPO_ROOT),
                 "PYTHONSAFEPATH": "1",
                 "PYTHONDONTWRITEBYTECODE": "1",
+                **self.runner_env,
             },
         )
         self.runners.append(process)

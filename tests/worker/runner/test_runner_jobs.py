@@ -33,7 +33,9 @@ def test_a_successful_job_with_its_log(forge: Forge) -> None:
         "step_3": ("completed", "success", 0),
     }
     sha = claimed.assignment["contexts"]["github"]["sha"]
-    assert f"Checked out {sha}: 3 files" in forge.log(claimed.attempt_id, "step_1")
+    assert f"Checked out {sha} into the workspace: 1 commit (full history), 0 tags" in forge.log(
+        claimed.attempt_id, "step_1"
+    )
     assert forge.log(claimed.attempt_id, "hello", "stdout") == (
         f"hello from alice/demo at {sha}\nbuilt\n"
     )
@@ -294,25 +296,6 @@ def test_output_that_is_not_utf8_is_kept_readable(forge: Forge) -> None:
     )
 
 
-def test_workflow_commands_in_the_output_are_not_interpreted(forge: Forge) -> None:
-    steps = """\
-      - id: commands
-        run: |
-          echo "::add-mask::hunter2"
-          echo "::set-output name=answer::41"
-          echo "::set-env name=SNEAKY::yes"
-          echo "::stop-commands::x"
-          echo "hunter2 stays visible"
-      - id: after
-        run: echo "answer=[${{ steps.commands.outputs.answer }}] sneaky=[${SNEAKY:-}]"
-"""
-    claimed, finished = forge.run_job(workflow(steps))
-    assert finished.returncode == 0, finished
-    log = forge.log(claimed.attempt_id, "commands")
-    assert "::add-mask::hunter2\n" in log and "hunter2 stays visible" in log
-    assert forge.log(claimed.attempt_id, "after") == "answer=[] sneaky=[]\n"
-
-
 def test_jobs_without_a_checkout_step_get_the_source_first(forge: Forge) -> None:
     steps = """\
       - run: cat data.txt && test -x run.sh && ./run.sh
@@ -341,10 +324,14 @@ def test_jobs_without_contents_permission_get_no_source(forge: Forge) -> None:
     assert status == 409 and answer["error"]["code"] == "attempt_ended"
 
 
-def test_the_checkout_needs_an_empty_workspace(forge: Forge) -> None:
+def test_the_checkout_without_clean_needs_an_empty_workspace(forge: Forge) -> None:
+    """clean: false never mixes the source with files left by earlier steps (clean: true, the
+    default, empties the workspace first: test_runner_git_checkout)."""
     steps = """\
       - run: echo files were left here > leftover.txt
       - uses: forge-ci/checkout@v1
+        with:
+          clean: false
       - id: report
         if: always()
         run: ls -A
@@ -353,9 +340,10 @@ def test_the_checkout_needs_an_empty_workspace(forge: Forge) -> None:
     assert finished.returncode == 1, finished
     states = forge.steps(claimed.attempt_id)
     assert states["step_2"] == ("completed", "failure", None)
+    assert states["report"][1] == "success"
     assert forge.log(claimed.attempt_id, "report") == ".home\n.tmp\nleftover.txt\n"
     log = forge.log(claimed.attempt_id, "step_2")
-    assert "the workspace must be empty before the checkout" in log
+    assert "clean: false needs an empty directory or an earlier checkout" in log
     assert "'leftover.txt'" in log
 
 

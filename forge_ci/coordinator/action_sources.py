@@ -1,0 +1,151 @@
+"""Action archives: the pinned tree of one of a run's actions, as a ``tar`` for the runner.
+
+``POST <archive_path>`` (``/attempts/<id>/actions/<n>.tar``, ``n`` the action's position among
+the run's actions sorted by key) is served under the same rules as ``source.tar``: a live,
+running attempt of the asking runner instance, no cancellation requested, the run's requester
+still allowed to run code. The action must be one this attempt's job may run, and its commit
+must still be pinned where the run found it (``refs/forge-ci/actions/<commit>`` in the forge
+repository or the action cache; a ``./PATH`` action by the run's own pin)::
+
+    attempt request (locked): running, this execution ──► requester authorized
+      ──► n names an action of this job ──► where it lives      (the transaction ends here)
+    pin check ──► tar of <commit>:<path>: regular files (0644/0755) and folders only; symbolic
+      links are left out; at most 10,000 files and 64 MiB
+
+The tar is written here from git objects, so nothing of the repository's configuration runs.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+import pygit2
+from pygit2.enums import FileMode
+from sqlalchemy.orm import Session
+
+from forge_ci.coordinator.attempts import running_job
+from forge_ci.coordinator.errors import SourceRefused
+from forge_ci.coordinator.sources import SourceArchive
+from forge_ci.gitstore import repository_path
+from forge_ci.models import Attempt, Repository
+from forge_ci.protocol import SourceRequest
+from forge_ci.runs.actions import (
+    MAX_ACTION_FILES,
+    MAX_ACTION_TREE_BYTES,
+    action_repository,
+    job_action_keys,
+)
+from forge_ci.runs.pins import pinned_commit
+from forge_ci.settings import Settings
+
+_SPOOL_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ActionTarget:
+    """Which tree of which bare repository an attempt may read as an action."""
+
+    repository_dir: Path
+    commit: str
+    path: str
+    pin_ref: str
+    reference: str
+
+
+def locate_action(
+    session: Session,
+    settings: Settings,
+    attempt: Attempt,
+    request: SourceRequest,
+    index: int,
+    now: datetime,
+) -> ActionTarget | str:
+    """The action tree ``attempt`` may read, or why its requester may no longer run code."""
+    live = running_job(session, attempt, request.execution_id, now, "fetching an action")
+    if isinstance(live, str):
+        return live
+    job = live
+    run = job.run
+    snapshot = run.actions or {}
+    entries = snapshot.get("actions") or {}
+    ordered = sorted(entries)
+    allowed = job_action_keys(snapshot, list(job.definition().get("steps", [])))
+    if not 0 <= index < len(ordered) or ordered[index] not in allowed:
+        raise SourceRefused(f"job {job.key} has no action number {index}")
+    entry = entries[ordered[index]]
+    repository = session.get(Repository, run.repository_id)
+    if repository is None:
+        raise SourceRefused("the repository of this run no longer exists")
+    run_dir = repository_path(settings.repositories_dir, repository.owner.name, repository.name)
+    directory = action_repository(session, settings, run_dir, entry)
+    if directory is None:
+        raise SourceRefused(f"the repository of action {entry['reference']} no longer exists")
+    pin = run.pin_ref if entry["source"]["kind"] == "run" else str(entry["pin_ref"])
+    return ActionTarget(directory, entry["commit"], entry["path"], pin, entry["reference"])
+
+
+def build_action_archive(target: ActionTarget) -> SourceArchive:
+    """The ``tar`` of the action's folder at its pinned commit (see the module doc)."""
+    name = target.reference
+    try:
+        git = pygit2.Repository(str(target.repository_dir))
+    except pygit2.GitError:
+        raise SourceRefused(f"the repository of action {name} cannot be opened") from None
+    if pinned_commit(git, target.pin_ref) != target.commit:
+        raise SourceRefused(
+            f"commit {target.commit[:12]} of action {name} is no longer pinned; it is gone"
+        )
+    tree = git[target.commit].peel(pygit2.Tree)
+    for part in target.path.split("/") if target.path else []:
+        tree = git[tree[part].id].peel(pygit2.Tree)
+    spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115
+    try:
+        with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            _add_tree(git, tree, "", archive, name)
+        size = spool.tell()
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return SourceArchive(spool, size, target.commit)
+
+
+def _add_tree(
+    git: pygit2.Repository, tree: pygit2.Tree, prefix: str, archive: tarfile.TarFile, name: str
+) -> None:
+    files = 0
+    total = 0
+    stack: list[tuple[str, pygit2.Tree]] = [(prefix, tree)]
+    while stack:
+        base, current = stack.pop()
+        for entry in sorted(current, key=lambda item: item.name or ""):
+            path = base + (entry.name or "")
+            if not entry.name or entry.name in (".", "..") or entry.name.lower() == ".git":
+                raise SourceRefused(f"action {name}: {path!r} cannot be unpacked")
+            mode = entry.filemode
+            if mode == FileMode.TREE:
+                info = tarfile.TarInfo(path)
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                archive.addfile(info)
+                stack.append((path + "/", git[entry.id].peel(pygit2.Tree)))
+            elif mode in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
+                data = bytes(git[entry.id].peel(pygit2.Blob).data)
+                files += 1
+                total += len(data)
+                if files > MAX_ACTION_FILES or total > MAX_ACTION_TREE_BYTES:
+                    raise SourceRefused(f"action {name} is larger than the archive limits")
+                info = tarfile.TarInfo(path)
+                info.size = len(data)
+                info.mode = 0o755 if mode == FileMode.BLOB_EXECUTABLE else 0o644
+                archive.addfile(info, io.BytesIO(data))
+            elif mode == FileMode.LINK:
+                continue  # checked at run creation to stay inside the action; not delivered
+            else:
+                raise SourceRefused(f"action {name}: {path!r} is not a file or folder")

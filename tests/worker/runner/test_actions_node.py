@@ -1,0 +1,147 @@
+"""Node actions in the real runner: inputs and defaults, outputs, state, pre and post steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.worker.runner.actions_world import ActionSpec, declare, install, node
+from tests.worker.runner.conftest import Forge, workflow
+
+GREETER_MAIN = """\
+const fs = require('fs');
+const env = process.env;
+console.log(`main: who=${env.INPUT_WHO} greeting=${env.INPUT_GREETING}`);
+console.log(`path=${env.GITHUB_ACTION_PATH === __dirname} action=${env.GITHUB_ACTION}`);
+console.log(`pre state=${env.STATE_from_pre || ''}`);
+fs.appendFileSync(env.GITHUB_OUTPUT, `said=${env.INPUT_GREETING} ${env.INPUT_WHO}\\n`);
+fs.appendFileSync(env.GITHUB_STATE, `seen=${env.INPUT_WHO}\\n`);
+console.log('::save-state name=old::kept');
+console.log('::set-output name=legacy::41');
+"""
+PRE = """\
+require('fs').appendFileSync(process.env.GITHUB_STATE, 'from_pre=yes\\n');
+console.log(`pre: who=${process.env.INPUT_WHO}`);
+"""
+POST = (
+    "const e = process.env;\n"
+    "console.log(`post ${e.INPUT_WHO}: seen=${e.STATE_seen} old=${e.STATE_old} "
+    "pre=${e.STATE_from_pre}`);\n"
+)
+
+
+def greeter(**runs: str) -> ActionSpec:
+    return ActionSpec(
+        files={"main.js": GREETER_MAIN, "pre.js": PRE, "post.js": POST},
+        runs=node("main.js", **runs),
+        inputs={
+            "who": declare(required=True),
+            "Greeting": declare(default="hello ${{ github.actor }}"),
+        },
+        outputs={"said": None, "legacy": None},
+    )
+
+
+def test_node_action_inputs_outputs_state_and_post_order_after_a_failure(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(
+        forge,
+        monkeypatch,
+        {
+            "greeter": greeter(pre="pre.js", post="post.js"),
+            "second": greeter(post="post.js"),
+            "careful": greeter(post="post.js", post_if="success()"),
+        },
+        {
+            "first": ("greeter", {"who": "alice"}),
+            "again": ("second", {"WHO": "bob", "greeting": "hi"}),
+            "guarded": ("careful", {"who": "carol"}),
+        },
+    )
+    steps = """\
+      - id: first
+        run: placeholder
+      - id: again
+        run: placeholder
+      - id: guarded
+        run: placeholder
+      - id: show
+        run: |
+          echo "said=[${{ steps.first.outputs.said }}]" \\
+            "legacy=[${{ steps.first.outputs.legacy }}]"
+      - id: fail
+        run: exit 3
+      - id: later
+        run: echo never
+"""
+    claimed, finished = forge.run_job(workflow(steps))
+    assert finished.returncode == 1, finished
+    attempt = claimed.attempt_id
+    steps_seen = forge.steps(attempt)
+    assert list(steps_seen) == [
+        "pre-first",
+        "first",
+        "again",
+        "guarded",
+        "show",
+        "fail",
+        "later",
+        "post-guarded",
+        "post-again",
+        "post-first",
+    ]
+    assert steps_seen["pre-first"][:2] == ("completed", "success"), forge.log(attempt, "pre-first")[
+        :600
+    ]
+    assert steps_seen["first"][:2] == ("completed", "success")
+    assert steps_seen["fail"][:2] == ("completed", "failure")
+    assert steps_seen["later"][:2] == ("completed", "skipped")
+    # post-if: success() is false after the failure; the others run (always()), newest first.
+    assert steps_seen["post-guarded"][:2] == ("completed", "skipped")
+    assert steps_seen["post-again"][:2] == ("completed", "success")
+    assert steps_seen["post-first"][:2] == ("completed", "success")
+    assert forge.log(attempt, "pre-first", "stdout") == "pre: who=alice\n"
+    main = forge.log(attempt, "first", "stdout")
+    assert "main: who=alice greeting=hello alice\n" in main  # the default is a template
+    assert "path=true action=first\n" in main
+    assert "pre state=yes\n" in main
+    assert "main: who=bob greeting=hi\n" in forge.log(attempt, "again", "stdout")
+    assert "set-output` command is deprecated" in forge.log(attempt, "first", "stderr")
+    assert "::set-output" not in forge.log(attempt, "first")
+    assert forge.log(attempt, "show") == "said=[hello alice alice] legacy=[41]\n"
+    assert forge.log(attempt, "post-first", "stdout") == "post alice: seen=alice old=kept pre=yes\n"
+    assert (
+        forge.log(attempt, "post-again", "stdout") == "post bob: seen=bob old=kept pre=undefined\n"
+    )
+
+
+def test_a_missing_required_input_fails_the_step_before_anything_runs(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(forge, monkeypatch, {"greeter": greeter(post="post.js")}, {"first": ("greeter", {})})
+    steps = """\
+      - id: first
+        run: placeholder
+"""
+    claimed, finished = forge.run_job(workflow(steps))
+    assert finished.returncode == 1, finished
+    seen = forge.steps(claimed.attempt_id)
+    assert seen["first"][:2] == ("completed", "failure")
+    # The main never ran, so neither does its post.
+    assert seen["post-first"][:2] == ("completed", "skipped")
+    log = forge.log(claimed.attempt_id, "first")
+    assert "requires input 'who'" in log and "main:" not in log
+
+
+def test_pre_if_false_skips_the_pre_step_but_not_the_main(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guarded = greeter(pre="pre.js", pre_if="github.event_name == 'push'")
+    install(forge, monkeypatch, {"greeter": guarded}, {"first": ("greeter", {"who": "dan"})})
+    claimed, finished = forge.run_job(workflow("      - id: first\n        run: placeholder\n"))
+    assert finished.returncode == 0, finished
+    seen = forge.steps(claimed.attempt_id)
+    assert list(seen) == ["pre-first", "first"]
+    assert seen["pre-first"][:2] == ("completed", "skipped")  # dispatched, not pushed
+    assert "main: who=dan" in forge.log(claimed.attempt_id, "first")
+    assert "pre state=\n" in forge.log(claimed.attempt_id, "first")
