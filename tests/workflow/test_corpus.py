@@ -22,8 +22,6 @@ from forge_ci_testing.corpus import corpus_root
 
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
 
-CHECKOUT_INPUTS = "takes no inputs"
-LINUX_ONLY = "forge-ci runs Linux jobs only"
 SUBMODULES = "the built-in checkout takes only submodules: false"
 CHECKOUT_UNKNOWN = "is not supported by the built-in checkout"
 GITHUB_FIELDS = "is not available; forge-ci provides github.repository"
@@ -33,14 +31,7 @@ LITERAL_SHELL = "expressions are not allowed in shell"
 ENV_CONTEXT = "the env context is not supported by forge-ci"
 RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
 LITERAL_TIMEOUT = "timeout-minutes must be a whole number of minutes"
-ACTIONS = "is not supported; forge-ci runs only run steps and the built-in"
-DISPATCH_INPUTS = "workflow_dispatch inputs are not supported"
-EVENTS = "event is not supported; forge-ci supports push, pull_request and workflow_dispatch"
 DOCKER = "Docker container actions are not supported"
-TAGS = "tag pushes are not supported"
-PR_TYPES = "pull_request type"
-RESERVED_ENV = "reserved"
-PERMISSIONS = "permission"
 REUSABLE = "reusable workflows (jobs.<id>.uses) are not supported"
 TAGS_YAML = "explicit YAML tags"
 CONTAINERS = "job containers are not supported"
@@ -55,16 +46,7 @@ LARGE_NUMBER = "is too large (at most 9007199254740991)"
 #: Profile says "inside the subset"; forge-ci refuses them for the documented reason given.
 PROFILED_INSIDE_BUT_REFUSED = {
     "actionlint-realworld/workflows/": {
-        "android_architecture-components-samples_.github_workflows_copy-branch.yml": (
-            CHECKOUT_INPUTS
-        ),
-        "android_architecture-samples_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
-        "AFNetworking_AFNetworking_.github_workflows_ci.yml": LINUX_ONLY,
-        "HeroTransitions_Hero_.github_workflows_build.yml": LINUX_ONLY,
-        "HeroTransitions_Hero_.github_workflows_test.yml": LINUX_ONLY,
-        "ReactiveX_RxSwift_.github_workflows_podspecs.yml": LINUX_ONLY,
-        "alacritty_alacritty_.github_workflows_ci.yml": LINUX_ONLY,
-        "alacritty_alacritty_.github_workflows_release.yml": TAGS,
+        "alacritty_alacritty_.github_workflows_release.yml": SECRET_PREFIX,
         "apache_skywalking_.github_workflows_dead-link-checker.yaml": GITHUB_FIELDS,
         "apache_superset_.github_workflows_superset-websocket.yml": GITHUB_FIELDS,
         "beego_beego_.github_workflows_changelog.yml": GITHUB_FIELDS,
@@ -76,29 +58,16 @@ PROFILED_INSIDE_BUT_REFUSED = {
         "hashicorp_vault_.github_workflows_stable-website.yaml": GITHUB_FIELDS,
         "jgm_pandoc_.github_workflows_commit-validation.yml": GITHUB_FIELDS,
         "kriasoft_react-starter-kit_.github_workflows_pull_request.yml": GITHUB_FIELDS,
-        "nickbutcher_plaid_.github_workflows_copy-branch.yml": CHECKOUT_INPUTS,
-        "servo_servo_.github_workflows_docs.yml": CHECKOUT_INPUTS,
-        "servo_servo_.github_workflows_pull-request.yml": CHECKOUT_INPUTS,
-        "sindresorhus_awesome_.github_workflows_main.yml": CHECKOUT_INPUTS,
-        "yeasy_docker_practice_.github_workflows_check-link.yml": CHECKOUT_INPUTS,
         "mozilla_DeepSpeech_.github_workflows_docker.yml": GITHUB_FIELDS,
         "netdata_netdata_.github_workflows_checks.yml": SUBMODULES,
-        "nlohmann_json_.github_workflows_macos.yml": LINUX_ONLY,
         "obsproject_obs-studio_.github_workflows_clang-format.yml": SUBMODULES,
-        "psf_black_.github_workflows_changelog.yml": PR_TYPES,
-        "puppeteer_puppeteer_.github_workflows_publish-on-tag.yml": TAGS,
-        "python_cpython_.github_workflows_build_msi.yml": LINUX_ONLY,
+        "psf_black_.github_workflows_changelog.yml": GITHUB_FIELDS,
         "ryanoasis_nerd-fonts_.github_workflows_docker-release.yml": SECRETS_WHOLE,
-        "scikit-learn_scikit-learn_.github_workflows_check-changelog.yml": PR_TYPES,
-        "shadowsocks_ShadowsocksX-NG_.github_workflows_main.yml": LINUX_ONLY,
-        "storybookjs_storybook_.github_workflows_trigger-circle-ci-workflow.yml": PR_TYPES,
+        "scikit-learn_scikit-learn_.github_workflows_check-changelog.yml": GITHUB_FIELDS,
+        "storybookjs_storybook_.github_workflows_trigger-circle-ci-workflow.yml": GITHUB_FIELDS,
         "telegramdesktop_tdesktop_.github_workflows_docker.yml": SUBMODULES,
-        "vercel_next.js_.github_workflows_test_macos.yml": LINUX_ONLY,
-        "vlang_v_.github_workflows_ci_cross.yml": LINUX_ONLY,
         "vlang_v_.github_workflows_gen_vc.yml": SECRETS_WHOLE,
         "vlang_v_.github_workflows_module_docs.yml": SECRETS_WHOLE,
-        "wg_wrk_.github_workflows_build.yml": LINUX_ONLY,
-        "willmcgugan_rich_.github_workflows_readmechanged.yml": RESERVED_ENV,
     },
     "starter-workflows/": {
         "ci/cmake-single-platform.yml": GITHUB_FIELDS,
@@ -134,14 +103,11 @@ PROFILES = {
 #: GitHub accepts these; forge-ci refuses them on purpose (first refusal's phrase).
 READER_REFUSED_ON_PURPOSE = {
     "background-steps.yml": "'background' is not a step key",  # experimental GitHub feature
-    "bad-character.yml": ACTIONS,
+    "bad-character.yml": SECRETS_WHOLE,
     "coercion-to-string.yml": TAGS_YAML,
     "concurrency.yml": GITHUB_FIELDS,
     "escape-html-values.yml": "is one expression: write it without ${{ }}",
-    "float-folded-style.yml": ACTIONS,
-    "events-mapping-all.yml": EVENTS,
-    "events-mapping-repo-dispatch.yml": EVENTS,
-    "events-mapping.yml": EVENTS,
+    "events-mapping-all.yml": BOTH_FILTERS,
     "id-to-long.yml": DOCKER,
     "insert.yml": "no step in this job has the id",  # GitHub yields null at run time
     "is-partial-rerun.yml": REUSABLE,
@@ -163,15 +129,6 @@ READER_REFUSED_ON_PURPOSE = {
     "matrix-basic.yml": LARGE_NUMBER,
     "misc-jobs.yml": "job 'build' needs steps",
     "misc-steps.yml": CHECKOUT_UNKNOWN,
-    "on-event-config-image-version-name-version.yml": "'image_version' is not a workflow event",
-    "on-event-config-image-version-names.yml": "'image_version' is not a workflow event",
-    "on-event-config-image-version-versions.yml": "'image_version' is not a workflow event",
-    "on-event-config-string-image-version.yml": "'image_version' is not a workflow event",
-    "on-workflow_call-mapping.yml": EVENTS,
-    "on-workflow_call-sequence.yml": EVENTS,
-    "on-workflow_call.yml": EVENTS,
-    "on-workflow_dispatch-inputs-null.yml": DISPATCH_INPUTS,
-    "on-workflow_dispatch-inputs.yml": DISPATCH_INPUTS,
     "on-workflow_dispatch-unknown-keys-ignored.yml": "'unknown-key' is not a workflow_dispatch key",
     "preserves-source-info-basic.yml": MATRIX_EXPRESSIONS,
     "preserves-source-info-reusable-workflow.yml": REUSABLE,
@@ -249,8 +206,8 @@ READER_REFUSED_EARLIER = {
     "errors-reusable-workflow-permissions-not-allowed-request-write-all-allowed-none.yml": REUSABLE,
     "errors-reusable-workflow-permissions-not-allowed-request-write-all-allowed-read-all.yml": REUSABLE,  # noqa: E501
     "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-default.yml": REUSABLE,  # noqa: E501
-    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-job-level.yml": PERMISSIONS,  # noqa: E501
-    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": PERMISSIONS,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-job-level.yml": REUSABLE,  # noqa: E501
+    "errors-reusable-workflow-permissions-not-allowed-workflow-level-from-caller-workflow-level.yml": REUSABLE,  # noqa: E501
     "errors-step-uses-syntax.yml": DOCKER,
     "job-container-invalid-credentials.yml": CONTAINERS,
     "job-container-invalid.yml": CONTAINERS,

@@ -24,11 +24,13 @@ def test_an_accepted_linux_file() -> None:
     assert result.accepted and not result.all_foreign and result.reasons == ()
 
 
-def test_a_file_refused_only_for_uses_counts_with_uses() -> None:
+def test_a_file_with_actions_is_accepted_since_issue_15() -> None:
     result = judge(_file(step="uses: actions/setup-node@v4"), "a.yml")
-    assert not result.accepted and result.only_uses
+    assert result.accepted and not result.only_uses
     checkout = judge(_file(step="uses: actions/checkout@v4\n        with: {fetch-depth: 0}"), "b")
-    assert checkout.only_uses
+    assert checkout.accepted
+    refused = judge(_file(step="uses: docker://node:20"), "c.yml")
+    assert not refused.accepted and not refused.only_uses
 
 
 def test_a_file_refused_for_more_than_uses_does_not() -> None:
@@ -65,6 +67,6 @@ def test_reasons_drop_the_values() -> None:
 def test_the_corpus_figures_stay_at_least_where_they_were_recorded(corpus_dir: Path) -> None:
     tally = measure(corpus_dir)["all"]
     assert tally.files == 1678 and tally.foreign == 77
-    assert tally.share(tally.accepted) >= 0.043
-    assert tally.share(tally.accepted_with_uses) >= 0.548
-    assert tally.share(tally.accepted_projected) >= 0.85
+    assert tally.share(tally.accepted) >= 0.29
+    assert tally.share(tally.accepted_with_uses) >= 0.29
+    assert tally.share(tally.accepted_projected) >= 0.65
