@@ -145,7 +145,7 @@ def test_each_workflow_file_gets_an_outcome_and_matching_ones_a_run(forge: Forge
     )
     assert found["manual.yml"] == ("not_matched", "the workflow has no push trigger", None)
     assert found["github.yml"][0] == "invalid"
-    assert "the 'schedule' event is not supported" in found["github.yml"][1]
+    assert "schedule needs a list of cron entries" in found["github.yml"][1]
     diagnostics = forge.session.scalar(
         select(PushEventWorkflow.diagnostics).where(
             PushEventWorkflow.workflow_path == WF + "github.yml"
