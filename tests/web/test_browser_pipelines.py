@@ -58,9 +58,10 @@ def test_pipelines_page_switch_and_dispatch(
     pipelines.commit({CI: ONE_JOB})
     sign_in(page, "olivia")
     page.goto("/olivia/app/pipelines")
-    assert page.locator(".switch-state").inner_text() == "off"
-    page.click("button:has-text('Switch on')")
-    assert page.locator(".switch-state").inner_text() == "on"
+    push = "section[aria-labelledby='push-title']"  # beside it: the schedule switch
+    assert page.locator(f"{push} .switch-state").inner_text() == "off"
+    page.click(f"{push} button:has-text('Switch on')")
+    assert page.locator(f"{push} .switch-state").inner_text() == "on"
     page.fill("#dispatch-branch", "no-such-branch")
     page.click("button:has-text('Run workflow')")
     assert "branch no-such-branch does not exist" in page.locator(".alert").inner_text()
