@@ -8,7 +8,12 @@ with the fix.
 
 from __future__ import annotations
 
+from forge_ci.authz import Actor
+from forge_ci.secrets.rules import SECRET as SECRET_KIND
+from forge_ci.secrets.store import delete_entry, set_secret
 from tests.web.scenario import Pipelines, StandardRun
+
+OPERATOR = Actor.operator()
 
 RUN = "/olivia/app/pipelines/1"
 NOT_YET = "No provider has started this job yet"
@@ -50,9 +55,27 @@ def test_a_job_that_failed_when_claimed_says_why(
     as_person,  # type: ignore[no-untyped-def]
     pipelines: Pipelines,
 ) -> None:
-    number = pipelines.dispatch(SECRET, ".github/workflows/secret.yml")
+    path = ".github/workflows/secret.yml"
+    pipelines.commit({path: SECRET})
+    with pipelines.database.session() as session:
+        set_secret(
+            session,
+            pipelines.settings,
+            OPERATOR,
+            "olivia/app",
+            "TOKEN",
+            branch="main",
+            workflow_path=path,
+            value="run-notes-token",
+            version="0",
+        )
+        session.commit()
+    number = pipelines.dispatch(SECRET, path)
+    with pipelines.database.session() as session:  # deleted after the run was created
+        delete_entry(session, OPERATOR, SECRET_KIND, "olivia/app", "TOKEN", "1")
+        session.commit()
     pipelines.add_provider()
-    assert pipelines.claim() is None  # the claim fails the job: there is no secret store
+    assert pipelines.claim() is None  # the claim fails the job: the secret is gone
     job = pipelines.job_id(number, "publish")
     body = as_person("rita").get(f"/olivia/app/pipelines/{number}/jobs/{job}")
     text = body.get_data(as_text=True)
@@ -60,7 +83,8 @@ def test_a_job_that_failed_when_claimed_says_why(
     assert (
         "No provider ran this job: it ended failure before any provider started it: step "
     ) in text
-    assert "needs secret TOKEN (env TOKEN), but this server has no secret store" in text
+    assert "(env TOKEN): secret TOKEN does not exist in this repository" in text
+    assert "run-notes-token" not in text
 
 
 def test_a_job_cancelled_before_any_provider_took_it_says_so(
