@@ -203,8 +203,9 @@ class Resolver:
         check_action_tree(found.git, tree, text)
         parsed = parse_action_metadata(data, text, where + name)
         try:
-            # What the runner will be sent must parse: refused here, never at claim time.
-            ActionMetadata.from_json(parsed.metadata, "metadata")
+            # What the runner will be sent must parse: refused here, never at claim time. Nested
+            # uses get their action keys once every reference is resolved (a placeholder here).
+            ActionMetadata.from_json(_with_placeholder_keys(parsed.metadata), "metadata")
         except ProtocolError as exc:
             raise ActionProblem(f"action {text}: {where}{name}: {exc}") from None
         self.actions[key] = {
@@ -396,3 +397,13 @@ def job_action_keys(snapshot: dict[str, Any], steps: list[dict[str, Any]]) -> li
             step["action"] for step in actions[key]["metadata"]["runs"]["steps"] if step["action"]
         )
     return keys
+
+
+def _with_placeholder_keys(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` with a placeholder action key on each nested ``uses`` step lacking one."""
+    runs = dict(metadata["runs"])
+    runs["steps"] = [
+        {**step, "action": step.get("action") or f"{'0' * 40}:"} if step.get("uses") else step
+        for step in runs.get("steps", [])
+    ]
+    return {**metadata, "runs": runs}
