@@ -88,6 +88,25 @@ def authenticate_attempt(session: Session, token: str | None, attempt_id: int) -
     return attempt
 
 
+def authenticate_job_token(session: Session, token: str | None, attempt_id: int) -> Attempt | None:
+    """The attempt, locked, if ``token`` is its job token (``github.token``); else None.
+
+    A job token reads the attempt's source and nothing else: only the source endpoint calls
+    this, every other endpoint knows the attempt credential only.
+    """
+    if token is None:
+        return None
+    attempt = session.scalar(
+        select(Attempt)
+        .where(Attempt.id == attempt_id, Attempt.job_token_hash == token_hash(token))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if attempt is None or attempt.job_token_hash is None:
+        return None
+    return attempt if hashes_match(attempt.job_token_hash, token) else None
+
+
 def _job(session: Session, attempt: Attempt) -> Job:
     job = session.get(Job, attempt.job_id)
     assert job is not None
@@ -187,11 +206,16 @@ def _require_live(attempt: Attempt) -> None:
         )
 
 
-def require_execution(attempt: Attempt, execution_id: str) -> None:
-    """The attempt must be running and bound to this runner instance."""
+def require_running(attempt: Attempt) -> None:
+    """The attempt must have started and not ended."""
     _require_live(attempt)
     if attempt.state != states.RUNNING:
         raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
+
+
+def require_execution(attempt: Attempt, execution_id: str) -> None:
+    """The attempt must be running and bound to this runner instance."""
+    require_running(attempt)
     if execution_id != attempt.execution_id:
         raise ExecutionMismatch(f"attempt {attempt.id} is bound to another runner instance")
 

@@ -43,7 +43,8 @@ from sqlalchemy.orm import Session
 from forge_ci import states
 from forge_ci.coordinator import secrets
 from forge_ci.coordinator.attempts import reconcile, requester_refusal
-from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.contexts import github_context
+from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
 from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
 from forge_ci.coordinator.logs import MASKERS
@@ -111,26 +112,6 @@ def _wire_step(step: dict[str, Any]) -> AssignmentStep:
     )
 
 
-def github_context(run: Run, job: Job, attempt: Attempt) -> dict[str, Any]:
-    """The run's captured context plus the facts of this job and attempt."""
-    context: dict[str, Any] = dict(run.context)
-    owner = str(run.context.get("repository", "")).partition("/")[0]
-    context.update(
-        {
-            "ref": run.ref,
-            "sha": run.sha,
-            "run_id": str(run.id),
-            "run_number": str(run.number),
-            "run_attempt": str(attempt.number),
-            "job": job.job_id,
-            "workflow": run.workflow_name or run.workflow_path,
-            "actor": run.requested_by_name,
-            "repository_owner": owner,
-        }
-    )
-    return context
-
-
 def build_assignment(
     session: Session,
     attempt: Attempt,
@@ -138,8 +119,11 @@ def build_assignment(
     run: Run,
     now: datetime,
     issued: secrets.StepSecrets,
+    attempt_token: str,
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored)."""
+    from forge_ci.runs.event_payload import event_inputs
+
     plan_job = job.definition()
     needs: dict[str, Any] = {}
     if job.needs:
@@ -159,10 +143,14 @@ def build_assignment(
         steps=tuple(_wire_step(step) for step in plan_job.get("steps", [])),
         outputs=dict(plan_job.get("outputs") or {}),
         contexts={
-            "github": github_context(run, job, attempt),
+            "github": github_context(run, job, attempt, job_token(attempt_token)),
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,
+            "inputs": event_inputs(run.event_name, run.context.get("event") or {}),
+            # Repository variables arrive with the secret store (its own issue); until then
+            # the vars context is an empty object, so ${{ vars.X }} is ''.
+            "vars": {},
         },
         secrets=issued,
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
@@ -190,7 +178,7 @@ def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: date
     job = session.get(Job, attempt.job_id)
     assert job is not None
     issued = secrets.issued(session, attempt, request.attempt_token)
-    return build_assignment(session, attempt, job, job.run, now, issued)
+    return build_assignment(session, attempt, job, job.run, now, issued, request.attempt_token)
 
 
 def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
@@ -312,7 +300,10 @@ def _allocate(
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
         lease_expires_at=now + lease,
-        log_mask=MASKERS.get([request.attempt_token, *values]).mask,
+        log_mask=MASKERS.get(
+            [request.attempt_token, job_token(request.attempt_token), *values]
+        ).mask,
+        job_token_hash=token_hash(job_token(request.attempt_token)),
     )
     refresh_next_check(attempt)
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
@@ -330,7 +321,7 @@ def _allocate(
     session.add(attempt)
     session.flush()
     secrets.remember(session, attempt, request.attempt_token, issued)
-    return build_assignment(session, attempt, job, run, now, issued)
+    return build_assignment(session, attempt, job, run, now, issued, request.attempt_token)
 
 
 def _claim_in_repository(

@@ -31,7 +31,7 @@ from forge_ci import states
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator import secrets
 from forge_ci.coordinator.attempts import cancel_attempt, reconcile, require_execution
-from forge_ci.coordinator.credentials import keyed_digest
+from forge_ci.coordinator.credentials import job_token, keyed_digest
 from forge_ci.coordinator.errors import LogConflict, LogOutOfOrder, UnknownStep
 from forge_ci.coordinator.records import append_record, notice
 from forge_ci.errors import NotFound
@@ -52,7 +52,7 @@ def limit_message(cap: int) -> str:
 
 
 def attempt_masker(session: Session, attempt: Attempt, token: str) -> Masker:
-    """The masker for ``attempt``: its credential and every value issued to it.
+    """The masker for ``attempt``: its credential, its job token and every value issued to it.
 
     The values are issued in the transaction that creates the attempt and only deleted when it
     ends, so the masker is cached per attempt and credential: a chunk after the first neither
@@ -60,7 +60,7 @@ def attempt_masker(session: Session, attempt: Attempt, token: str) -> Masker:
     """
     return MASKERS.get_for(
         f"attempt/{attempt.id}/{attempt.token_hash}",
-        lambda: [token, *secrets.issued_values(session, attempt, token)],
+        lambda: [token, job_token(token), *secrets.issued_values(session, attempt, token)],
     )
 
 

@@ -34,7 +34,12 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator.attempts import cancel_attempt, requester_refusal, require_execution
+from forge_ci.coordinator.attempts import (
+    cancel_attempt,
+    requester_refusal,
+    require_execution,
+    require_running,
+)
 from forge_ci.coordinator.claims import reads_contents
 from forge_ci.coordinator.errors import CancelRequested, SourceNotPermitted, SourceRefused
 from forge_ci.gitstore import repository_path
@@ -77,14 +82,20 @@ def locate_source(
     attempt: Attempt,
     request: SourceRequest,
     now: datetime,
+    *,
+    job_token: bool = False,
 ) -> SourceTarget | str:
     """The commit ``attempt`` may read, or why its requester may no longer run code.
 
     The caller holds the attempt's lock and has reconciled it. A refusal string means the
     attempt was just cancelled (the caller commits that and refuses the request); other
-    refusals raise.
+    refusals raise. ``job_token``: the request presented the job token (``github.token``),
+    which steps hold and which does not know the execution: it must still be running.
     """
-    require_execution(attempt, request.execution_id)
+    if job_token:
+        require_running(attempt)
+    else:
+        require_execution(attempt, request.execution_id)
     if attempt.cancel_requested_at is not None:
         raise CancelRequested(
             f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "

@@ -96,8 +96,8 @@ class AssignmentStep:
     run: str | dict[str, Any]
     #: ``""``: the default shell.
     shell: str
-    #: ``""``: the workspace.
-    working_directory: str
+    #: ``""``: the workspace; may be a runtime template (the runner keeps it in the workspace).
+    working_directory: str | dict[str, Any]
     env: dict[str, str | dict[str, Any]]
     #: The step's condition expression (``success()`` by default).
     condition: str
@@ -129,7 +129,7 @@ class AssignmentStep:
                 "uses": (True, string),
                 "run": (True, parse_value),
                 "shell": (True, string),
-                "working_directory": (True, string),
+                "working_directory": (True, parse_value),
                 "env": (True, _env),
                 "if": (True, string),
                 "continue_on_error": (True, _continue_on_error),
@@ -165,7 +165,9 @@ class Assignment:
     steps: tuple[AssignmentStep, ...]
     #: The job's ``outputs`` templates, evaluated by the runner at the end.
     outputs: dict[str, str | dict[str, Any]]
-    #: Expression contexts: ``github``, ``matrix``, ``strategy``, ``needs`` (``inputs`` later).
+    #: Expression contexts: ``github`` (with ``event``, the payload, and ``token``),
+    #: ``matrix``, ``strategy``, ``needs``, ``inputs`` and ``vars``; the runner adds ``runner``,
+    #: ``env``, ``job`` and ``steps``.
     contexts: dict[str, Any]
     #: Secret values by step id and env name, for env values ``{"secret": NAME}``.
     secrets: dict[str, dict[str, str]]
@@ -266,6 +268,8 @@ def _contexts(value: object, name: str) -> dict[str, Any]:
             "matrix": (True, _json_object_or_null),
             "strategy": (True, _json_object_or_null),
             "needs": (True, _json_object),
+            "inputs": (False, _json_object),
+            "vars": (False, _json_object),
         },
         name,
         versioned=False,

@@ -32,7 +32,8 @@ class RunDefinition:
     plan: dict[str, Any]
     plan_version: int
     plan_digest: str
-    context: dict[str, str]
+    #: The captured ``github`` facts (RunContext) plus ``event`` (the payload) and ``actor``.
+    context: dict[str, Any]
     event_name: str
     ref: str
     sha: str
@@ -55,15 +56,34 @@ def define_run(
     sha: str,
     ref: str,
     event_name: str,
+    event: dict[str, Any] | None = None,
+    actor: str = "",
 ) -> RunDefinition:
     """The definition of a new run of ``workflow`` (parsed from ``data``) at ``sha``.
 
-    ``repository`` is ``owner/name``; ``ref`` the full branch ref. Pull-request fields of the
-    context stay empty: forge-ci creates push and dispatch runs only.
+    ``repository`` is ``owner/name``; ``ref`` the full ref. ``event`` is the event payload
+    (:func:`forge_ci.runs.event_payload.build_event_payload`; a minimal one when None) and
+    ``actor`` who caused the run (default: the payload's sender). Pull-request fields of the
+    context stay empty: forge-ci creates no pull-request runs.
     """
+    from forge_ci.runs.event_payload import minimal_payload
     from forge_ci.workflow import RunContext, build_plan, plan_digest, resolve_run_context
 
-    context = RunContext(repository=repository, sha=sha, event_name=event_name)
+    if event is None:
+        event = minimal_payload(event_name, repository, ref, actor)
+    if not actor:
+        sender = event.get("sender")
+        actor = str(sender.get("login") or "") if isinstance(sender, dict) else ""
+    context = RunContext(
+        repository=repository,
+        sha=sha,
+        event_name=event_name,
+        ref=ref,
+        actor=actor,
+        workflow_path=workflow.path,
+        workflow_name=workflow.name or workflow.path,
+        event=event,
+    )
     plan = resolve_run_context(build_plan(workflow), context)
     group, cancel = concurrency_of(plan, context.as_dict())
     return RunDefinition(
@@ -104,13 +124,14 @@ def copy_definition(run: Run) -> RunDefinition:
 MAX_GROUP_LENGTH = 1024
 
 
-def concurrency_of(plan: dict[str, Any], context: dict[str, str]) -> tuple[str | None, bool]:
+def concurrency_of(plan: dict[str, Any], context: dict[str, Any]) -> tuple[str | None, bool]:
     """The run's concurrency group as text, and whether it cancels runs in progress.
 
     ``resolve_run_context`` has replaced simple ``github.<field>`` references; any other
     expression left in the group (``format(...)`` over the same fields) is evaluated here
     against the captured context, once.
     """
+    from forge_ci.runs.event_payload import queue_contexts
     from forge_ci.workflow.expressions import ExpressionError, evaluate, parse_expression
     from forge_ci.workflow.expressions import to_string as expression_text
 
@@ -127,7 +148,9 @@ def concurrency_of(plan: dict[str, Any], context: dict[str, str]) -> tuple[str |
                 continue
             source = str(part["expr"])
             try:
-                value = evaluate(parse_expression(source), {"github": context}, expression=source)
+                value = evaluate(
+                    parse_expression(source), queue_contexts(context), expression=source
+                )
             except ExpressionError as exc:
                 raise InvalidInput(
                     f"cannot evaluate concurrency.group ${{{{ {source} }}}}: {exc.message}"

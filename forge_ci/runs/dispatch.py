@@ -15,6 +15,7 @@ from forge_ci.models import Run
 from forge_ci.repos import find_repository
 from forge_ci.runs.create import creating_runs, require_run_creator
 from forge_ci.runs.definition import RunDefinition, define_run
+from forge_ci.runs.event_payload import EventFacts, RepositoryFacts, build_event_payload
 from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
     git_repository,
@@ -69,6 +70,18 @@ def dispatch_run(
         sha=sha,
         ref=f"refs/heads/{branch}",
         event_name=DISPATCH,
+        event=build_event_payload(
+            DISPATCH,
+            EventFacts(
+                RepositoryFacts.of(repository),
+                f"refs/heads/{branch}",
+                sha,
+                actor.name,
+                inputs={},
+                workflow_path=workflow_path,
+            ),
+        ),
+        actor=actor.name,
     )
     with creating_runs(session, settings, repository) as creation:
         return creation.create(actor, definition)

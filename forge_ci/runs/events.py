@@ -45,6 +45,12 @@ from forge_ci.pushes.events import mark_received
 from forge_ci.refs import is_zero
 from forge_ci.runs.create import creating_runs
 from forge_ci.runs.definition import RunDefinition, define_run
+from forge_ci.runs.event_payload import (
+    EventFacts,
+    RepositoryFacts,
+    build_event_payload,
+    push_facts,
+)
 from forge_ci.runs.pins import pinned_commit
 from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
@@ -113,7 +119,16 @@ def process_push_event(session: Session, settings: Settings, event_id: int) -> E
         return EventOutcome(event_id, outcomes.SOURCE_MISSING, detail)
     files = list_workflow_files(git, sha)
     changed = changed_paths(git, event.ref, event.old_sha, sha, repository.default_branch)
-    context = _EventContext(event, repository, sha, changed, Actor.for_user(event.pusher))
+    pusher = Actor.for_user(event.pusher)
+    facts = EventFacts(
+        RepositoryFacts.of(repository),
+        event.ref,
+        sha,
+        pusher.name,
+        push=push_facts(git, event.ref, event.old_sha, sha, repository.default_branch),
+    )
+    payload = build_event_payload(PUSH, facts)
+    context = _EventContext(event, repository, sha, changed, pusher, payload)
     for path in files.paths:
         _process_file(session, settings, git, context, path)
     numbers = _run_numbers(session, event_id)
@@ -135,6 +150,8 @@ class _EventContext:
     sha: str
     changed: list[str] | None
     pusher: Actor
+    #: The push's event payload (github.event), the same for every workflow file.
+    payload: dict[str, Any]
 
 
 def _refusal(session: Session, event: PushEvent, repository: Repository) -> tuple[str, str] | None:
@@ -206,6 +223,8 @@ def _decide_file(git: pygit2.Repository, context: _EventContext, path: str) -> _
             sha=context.sha,
             ref=context.event.ref,
             event_name=PUSH,
+            event=context.payload,
+            actor=context.pusher.name,
         )
     except InvalidInput as exc:
         return _FileDecision(outcomes.INVALID, f"{path}: {exc.message}")

@@ -57,9 +57,11 @@ UNSUPPORTED_JOB_KEYS = {
     "cancel-timeout-minutes": "cancel-timeout-minutes is not supported",
     "snapshot": "custom image snapshots are not supported",
 }
-_JOB_IF = frozenset({"github", "needs"})
-_JOB_ENV = frozenset({"github", "needs", "matrix", "strategy"})
-_JOB_OUTPUTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
+_JOB_IF = frozenset({"github", "needs", "inputs", "vars"})
+_JOB_ENV = frozenset({"github", "needs", "matrix", "strategy", "inputs", "vars"})
+_JOB_OUTPUTS = frozenset(
+    {"github", "needs", "matrix", "strategy", "steps", "job", "runner", "env", "inputs", "vars"}
+)
 _STATIC = frozenset({"matrix", "strategy"})
 
 

@@ -38,7 +38,7 @@ TOP_KEYS = ("name", "on", "env", "defaults", "jobs", "concurrency", "permissions
 UNSUPPORTED_TOP_KEYS = {
     "run-name": "run-name is not supported; runs are named after the workflow",
 }
-_WORKFLOW_ENV = frozenset({"github"})
+_WORKFLOW_ENV = frozenset({"github", "inputs", "vars"})
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def _name(node: Node | None, checker: ExpressionChecker, problems: Problems) -> 
 
 
 def _concurrency(node: Node, checker: ExpressionChecker, problems: Problems) -> Concurrency | None:
-    scope = Scope("concurrency.group", frozenset({"github"}))
+    scope = Scope("concurrency.group", frozenset({"github", "inputs", "vars"}))
     group_node: Node | None = node
     cancel = False
     if isinstance(node, Mapping):

@@ -20,7 +20,7 @@ from forge_ci.workflow.defaults import working_directory as read_directory
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, scalar_type
-from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
+from forge_ci.workflow.templates import STEP_CONTEXTS, ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
 
 MAX_STEPS = 64
@@ -39,8 +39,7 @@ STEP_KEYS = (
 CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes")
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
-_STEP_CONTEXTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
-_NAME_CONTEXTS = frozenset({"matrix", "strategy"})
+_STEP_CONTEXTS = STEP_CONTEXTS
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class Step:
     uses: str | None
     run: Template | None
     shell: str | None
-    working_directory: str | None
+    working_directory: str | Template | None
     env: dict[str, EnvValue]
     condition: str
     continue_on_error: bool | Template
@@ -221,13 +220,13 @@ def _step(
     if "name" in node:
         scalar = string(node["name"], "a step name", problems)
         if scalar is not None:
-            name = checker.template(scalar, scope("a step name", _NAME_CONTEXTS))
+            name = checker.template(scalar, scope("a step name", _STEP_CONTEXTS))
     timeout: int | None = None
     if "timeout-minutes" in node:
         timeout = timeout_minutes(node["timeout-minutes"], "timeout-minutes", problems)
     run: Template | None = None
     step_shell: str | None = None
-    directory: str | None = None
+    directory: str | Template | None = None
     env: dict[str, EnvValue] = {}
     condition = "success()"
     continue_on_error: bool | Template = False
@@ -238,11 +237,16 @@ def _step(
         if scalar is not None:
             if not scalar.value.strip():
                 problems.at(scalar, "run must not be empty")
-            run = checker.template(scalar, scope("run", _STEP_CONTEXTS))
+            run = checker.template(scalar, scope("run", _STEP_CONTEXTS, secret_parts=True))
         if "shell" in node:
             step_shell = read_shell(node["shell"], checker, problems)
         if "working-directory" in node:
-            directory = read_directory(node["working-directory"], checker, problems)
+            directory = read_directory(
+                node["working-directory"],
+                checker,
+                problems,
+                scope("working-directory", _STEP_CONTEXTS),
+            )
         if "env" in node:
             env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True)
             env = parse_env(node["env"], env_scope, checker, problems)

@@ -266,7 +266,8 @@ def test_concurrency(plan_of: PlanOf, refuse: Refuse) -> None:
         ("concurrency:\n  cancel-in-progress: true\n", "concurrency needs a group"),
         ("concurrency: ''\n", "concurrency.group must not be empty"),
         ("concurrency:\n  group: g\n  queue: max\n", "'queue' is not a concurrency key"),
-        ("concurrency: ${{ github.ref }}\n", "github.ref is not available"),
+        ("concurrency: ${{ github.refs }}\n", "github.refs is not available"),
+        ("concurrency: ${{ runner.os }}\n", "the runner context is not available"),
         (
             "concurrency: ${{ matrix.x }}\n",
             "the matrix context is not available in concurrency.group",

@@ -140,11 +140,11 @@ def test_a_refused_actions_env_and_if_are_checked(refuse: Refuse) -> None:
             runs-on: self-hosted
             steps:
               - uses: actions/setup-node@v4
-                if: github.event.pull_request.draft == false
+                if: github.event.pull_request.draft == runner.nope
                 env:
                   GITHUB_TOKEN: x
         """
     found = messages(refuse(text))
     assert "6:15: uses: actions/setup-node@v4 is not supported" in found
-    assert "github.event is not available" in found
+    assert "runner.nope does not exist" in found
     assert "9:11: env names starting with GITHUB_ are reserved for the executor" in found

@@ -38,6 +38,13 @@ from forge_ci.protocol import (
 from worker.runner.checkout import CheckoutError, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
+from worker.runner.contexts import (
+    GENERATED_PREFIX,
+    env_context,
+    runner_context,
+    step_contexts,
+    write_event,
+)
 from worker.runner.environment import (
     Layout,
     StepEnvironmentError,
@@ -130,6 +137,7 @@ class JobRunner:
         self.path_entries: list[str] = []
         self.layout: Layout | None = None
         self.job_env: dict[str, str] = {}
+        self.runner_context: dict[str, str] = {}
 
     # -- reporting to the server ----------------------------------------------------------------
 
@@ -234,19 +242,24 @@ class JobRunner:
         assert self.layout is not None
         for directory in (self.layout.home, self.layout.tmp):
             os.mkdir(directory, 0o700)
+        github = self.assignment.contexts["github"]
+        event_path = write_event(self.layout.runner_dir, github.get("event"))
         self.job_env = job_environment(
-            self.assignment.contexts["github"], self.layout, self.assignment.job_key
+            github, self.layout, self.assignment.job_key, event_path=event_path
         )
+        self.runner_context = runner_context(self.job_env)
 
-    def _contexts(self) -> dict[str, Any]:
-        contexts = self.assignment.contexts
-        return {
-            "github": contexts["github"],
-            "matrix": contexts.get("matrix") or {},
-            "strategy": contexts.get("strategy") or {},
-            "needs": contexts.get("needs") or {},
-            "steps": self.steps_context,
-        }
+    def _contexts(self, step_id: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
+        assert self.layout is not None
+        return step_contexts(
+            self.assignment.contexts,
+            workspace=self.layout.workspace,
+            step_id=step_id,
+            runner=self.runner_context,
+            failed=self.failed,
+            env=env_context(self.added_env, env or {}),
+            steps=self.steps_context,
+        )
 
     def _interrupted(self) -> bool:
         return self.watchdog.step_expired()
@@ -304,14 +317,15 @@ class JobRunner:
         self.report.steps.append(StepRecord(step.id, outcome, conclusion, exit_code))
 
     def _step(self, number: int, step: AssignmentStep) -> None:
-        contexts = self._contexts()
         status = "failure" if self.failed else "success"
         try:
+            env, values = self._step_env(step)
+            contexts = self._contexts(step.id, env)
             runs = condition_holds(step.condition, contexts, status, f"step {step.id}: if")
             continue_on_error = continues_on_error(
                 step.continue_on_error, contexts, f"step {step.id}: continue-on-error"
             )
-        except EvaluationError as exc:
+        except (EvaluationError, StepFailed) as exc:
             self.note(step.id, str(exc))
             self.failed = True
             if self.report_step(step, "completed", "failure"):
@@ -334,7 +348,7 @@ class JobRunner:
             elif step.uses:
                 raise StepFailed(f"uses: {step.uses} is not supported by this runner")
             else:
-                exit_code, outputs = self._script_step(number, step, contexts)
+                exit_code, outputs = self._script_step(number, step, contexts, env, values)
                 outcome = "success" if exit_code == 0 else "failure"
         except StepFailed as exc:
             self.note(step.id, str(exc))
@@ -375,8 +389,10 @@ class JobRunner:
         root = self.layout.workspace
         if not relative:
             return root
-        if relative.startswith("/") or "\x00" in relative:
-            raise StepFailed(f"working-directory {relative!r} must be relative to the workspace")
+        if "\x00" in relative:
+            raise StepFailed(f"working-directory {relative!r} contains a NUL character")
+        if relative.startswith("/") and not _contains(root, os.path.normpath(relative)):
+            raise StepFailed(f"working-directory {relative!r} must be inside the workspace")
         resolved = os.path.realpath(os.path.join(root, relative))
         if not _contains(root, resolved):
             raise StepFailed(f"working-directory {relative!r} leads outside the workspace")
@@ -384,14 +400,22 @@ class JobRunner:
             raise StepFailed(f"working-directory {relative!r} does not exist in the workspace")
         return resolved
 
-    def _step_env(
-        self, step: AssignmentStep, contexts: dict[str, Any]
-    ) -> tuple[dict[str, str], dict[str, str]]:
-        """The step's rendered env and its secret values (by env name)."""
+    def _step_env(self, step: AssignmentStep) -> tuple[dict[str, str], dict[str, str]]:
+        """The step's rendered env and its secret values (by env name).
+
+        The workflow's env values see the ``env`` context of their literal values; the
+        variables generated for the script (``_FORGE_CI_EXPR_*``) see all of the step's env.
+        """
         env: dict[str, str] = {}
         values: dict[str, str] = {}
         delivered = self.assignment.secrets.get(step.id, {})
-        for name, value in step.env.items():
+        written = {name: v for name, v in step.env.items() if isinstance(v, str)}
+        contexts = self._contexts(step.id, written)
+        ordered = sorted(step.env.items(), key=lambda item: item[0].startswith(GENERATED_PREFIX))
+        full = False
+        for name, value in ordered:
+            if name.startswith(GENERATED_PREFIX) and not full:
+                contexts, full = self._contexts(step.id, env), True
             if isinstance(value, dict) and "secret" in value:
                 if name not in delivered:
                     raise StepFailed(
@@ -406,15 +430,26 @@ class JobRunner:
         return env, values
 
     def _script_step(
-        self, number: int, step: AssignmentStep, contexts: dict[str, Any]
+        self,
+        number: int,
+        step: AssignmentStep,
+        contexts: dict[str, Any],
+        env: dict[str, str],
+        values: dict[str, str],
     ) -> tuple[int, dict[str, str]]:
+        """Run the script with the step's rendered ``env`` and secret ``values``."""
         assert self.layout is not None
         try:
             script = render(step.run, contexts, f"step {step.id}: run")
         except EvaluationError as exc:
             raise StepFailed(str(exc)) from None
-        env, values = self._step_env(step, contexts)
-        cwd = self._directory(step.working_directory)
+        try:
+            directory = render(
+                step.working_directory, contexts, f"step {step.id}: working-directory"
+            )
+        except EvaluationError as exc:
+            raise StepFailed(str(exc)) from None
+        cwd = self._directory(directory)
         files = CommandFiles(self.layout.runner_dir, number)
         files.create()
         try:

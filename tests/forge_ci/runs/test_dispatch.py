@@ -42,13 +42,29 @@ def test_dispatch_pins_the_commit_and_stores_the_snapshot(forge: Forge) -> None:
     # The YAML exactly as stored in git, and the context captured once.
     blob = forge.git()[sha].tree / ".github" / "workflows" / "ci.yml"
     assert run.workflow_source.encode() == blob.data
+    event = run.context.pop("event")
     assert run.context == {
         "repository": "alice/demo",
+        "repository_owner": "alice",
         "sha": sha,
+        "ref": "refs/heads/main",
+        "ref_name": "main",
+        "ref_type": "branch",
+        "ref_protected": False,
         "event_name": "workflow_dispatch",
         "head_ref": "",
         "base_ref": "",
+        "actor": "alice",
+        "triggering_actor": "alice",
+        "workflow": "CI",
+        "workflow_ref": f"alice/demo/{CI}@refs/heads/main",
+        "workflow_sha": sha,
     }
+    # The dispatch payload: no inputs yet (the dispatch form's inputs are their own change).
+    assert event["inputs"] == {} and event["ref"] == "refs/heads/main"
+    assert event["workflow"] == CI
+    assert event["repository"]["full_name"] == "alice/demo"
+    assert event["sender"] == {"login": "alice", "type": "User"}
     assert run.plan_digest == plan_digest(run.plan) and run.plan_version == 1
     step_env = run.plan["jobs"][2]["steps"][0]["env"]
     assert step_env == {"TESTED": f"sha={sha}"}
