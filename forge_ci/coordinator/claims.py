@@ -122,7 +122,7 @@ def build_assignment(
     attempt_token: str,
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored)."""
-    from forge_ci.runs.event_payload import event_inputs
+    from forge_ci.runs.event_payload import run_inputs
 
     plan_job = job.definition()
     needs: dict[str, Any] = {}
@@ -147,7 +147,7 @@ def build_assignment(
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,
-            "inputs": event_inputs(run.event_name, run.context.get("event") or {}),
+            "inputs": run_inputs(run.context),
             # Repository variables arrive with the secret store (its own issue); until then
             # the vars context is an empty object, so ${{ vars.X }} is ''.
             "vars": {},

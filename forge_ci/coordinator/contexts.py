@@ -22,7 +22,9 @@ def github_context(run: Run, job: Job, attempt: Attempt, token: str = "") -> dic
     """
     from forge_ci.workflow.context import ref_parts
 
-    context: dict[str, Any] = dict(run.context)
+    # The typed inputs live beside the github fields in the snapshot; they are a context of
+    # their own (``inputs``), not a github field.
+    context: dict[str, Any] = {k: v for k, v in run.context.items() if k != "inputs"}
     owner = str(run.context.get("repository", "")).partition("/")[0]
     ref_name, ref_type = ref_parts(run.ref)
     for name, value in (

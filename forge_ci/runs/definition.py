@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +59,14 @@ def define_run(
     event_name: str,
     event: dict[str, Any] | None = None,
     actor: str = "",
+    inputs: Mapping[str, str | bool] | None = None,
 ) -> RunDefinition:
     """The definition of a new run of ``workflow`` (parsed from ``data``) at ``sha``.
 
     ``repository`` is ``owner/name``; ``ref`` the full ref. ``event`` is the event payload
     (:func:`forge_ci.runs.event_payload.build_event_payload`; a minimal one when None) and
-    ``actor`` who caused the run (default: the payload's sender). Pull-request fields of the
+    ``actor`` who caused the run (default: the payload's sender); ``inputs`` the typed
+    ``inputs`` context of a dispatch (kept beside the github fields). Pull-request fields of the
     context stay empty: forge-ci creates no pull-request runs.
     """
     from forge_ci.runs.event_payload import minimal_payload
@@ -85,7 +88,10 @@ def define_run(
         event=event,
     )
     plan = resolve_run_context(build_plan(workflow), context)
-    group, cancel = concurrency_of(plan, context.as_dict())
+    captured = context.as_dict()
+    if inputs is not None:
+        captured["inputs"] = dict(inputs)
+    group, cancel = concurrency_of(plan, captured)
     return RunDefinition(
         workflow_path=workflow.path,
         workflow_name=workflow.name,
@@ -93,7 +99,7 @@ def define_run(
         plan=plan,
         plan_version=int(plan["version"]),
         plan_digest=plan_digest(plan),
-        context=context.as_dict(),
+        context=captured,
         event_name=event_name,
         ref=ref,
         sha=sha,

@@ -150,21 +150,36 @@ def minimal_payload(event_name: str, repository: str, ref: str, sender: str) -> 
 
 
 def event_inputs(event_name: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``inputs`` context: a dispatch's inputs, ``{}`` for every other event."""
+    """``github.event.inputs`` of a payload: a dispatch's inputs, ``{}`` for other events."""
     inputs = payload.get("inputs") if event_name == DISPATCH else None
     return dict(inputs) if isinstance(inputs, Mapping) else {}
 
 
-def queue_contexts(github: Mapping[str, Any]) -> dict[str, Any]:
+def run_inputs(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``inputs`` context of a run, from its snapshot (``run.context``).
+
+    ``context["inputs"]`` when the run creator stored it (typed as GitHub types the inputs
+    context: booleans stay booleans, see CONTEXTS-SEAM.md), else the payload's inputs.
+    """
+    stored = context.get("inputs")
+    if isinstance(stored, Mapping):
+        return dict(stored)
+    payload = context.get("event")
+    return event_inputs(
+        str(context.get("event_name", "")), payload if isinstance(payload, Mapping) else {}
+    )
+
+
+def queue_contexts(
+    github: Mapping[str, Any], variables: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The contexts known when a run is queued: ``github`` (its snapshot), ``inputs``, ``vars``.
 
-    ``vars`` is an empty object until repository variables are stored (the secrets issue).
+    ``variables``: the repository variables where the caller has them (the secrets issue's
+    store); an empty ``vars`` otherwise.
     """
-    payload = github.get("event")
-    inputs = event_inputs(
-        str(github.get("event_name", "")), payload if isinstance(payload, Mapping) else {}
-    )
-    return {"github": dict(github), "inputs": inputs, "vars": {}}
+    context = {name: value for name, value in github.items() if name != "inputs"}
+    return {"github": context, "inputs": run_inputs(github), "vars": dict(variables or {})}
 
 
 def push_facts(

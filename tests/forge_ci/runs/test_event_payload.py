@@ -18,6 +18,7 @@ from forge_ci.runs.event_payload import (
     event_inputs,
     push_facts,
     queue_contexts,
+    run_inputs,
 )
 
 REPO = RepositoryFacts("alice/demo", 7, "main")
@@ -165,6 +166,19 @@ def test_dispatch_and_schedule_payloads() -> None:
     assert scheduled["schedule"] == "*/5 * * * *" and "inputs" not in scheduled
     contexts = queue_contexts({"event_name": "workflow_dispatch", "event": payload})
     assert contexts["inputs"]["dry"] is True and contexts["vars"] == {}
+    # The typed inputs stored beside the github fields win over the payload's text.
+    typed = {
+        "event_name": "workflow_dispatch",
+        "event": {"inputs": {"dry": "true"}},
+        "inputs": {"dry": True},
+    }
+    assert run_inputs(typed) == {"dry": True}
+    assert queue_contexts(typed, {"V": "1"}) == {
+        "github": {"event_name": "workflow_dispatch", "event": {"inputs": {"dry": "true"}}},
+        "inputs": {"dry": True},
+        "vars": {"V": "1"},
+    }
+    assert run_inputs({"event_name": "push", "event": {}}) == {}
 
 
 @pytest.mark.parametrize(

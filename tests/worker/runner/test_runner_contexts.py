@@ -129,7 +129,8 @@ def test_the_default_environment_and_the_event_file(forge: Forge) -> None:
 
 
 def _dispatch_with_inputs(forge: Forge, text: str, inputs: dict[str, str | bool]) -> None:
-    """A workflow_dispatch run whose payload carries ``inputs`` (as the dispatch form will)."""
+    """A workflow_dispatch run with ``inputs`` as the dispatch form stores them: typed in the
+    ``inputs`` context, text in the payload (CONTEXTS-SEAM.md)."""
     from forge_ci.authz import Role
     from forge_ci.repos import find_repository
     from forge_ci.runs.create import creating_runs
@@ -145,7 +146,7 @@ def _dispatch_with_inputs(forge: Forge, text: str, inputs: dict[str, str | bool]
             "refs/heads/main",
             sha,
             "alice",
-            inputs=inputs,
+            inputs={k: str(v).lower() if isinstance(v, bool) else v for k, v in inputs.items()},
             workflow_path=CI,
         )
         definition = define_run(
@@ -156,6 +157,7 @@ def _dispatch_with_inputs(forge: Forge, text: str, inputs: dict[str, str | bool]
             ref="refs/heads/main",
             event_name="workflow_dispatch",
             event=build_event_payload("workflow_dispatch", facts),
+            inputs=inputs,
         )
         with creating_runs(session, forge.settings, repository) as creation:
             creation.create(forge.alice, definition)
@@ -169,7 +171,8 @@ def test_untrusted_values_reach_the_script_as_data(forge: Forge) -> None:
       - id: inject
         run: |
           echo "input=[${{ inputs.message }}]" "flag=${{ inputs.flag }}"
-          echo "payload=[${{ github.event.inputs.message }}]"
+          echo "payload=[${{ github.event.inputs.message }}]" "${{ github.event.inputs.flag }}"
+          echo "typed=${{ inputs.flag == true }} ${{ github.event.inputs.flag == 'true' }}"
           printf 'quoted=[%s]\\n' '${{ inputs.message }}'
           echo "sha=${{ github.sha }}"
 """
@@ -180,7 +183,9 @@ def test_untrusted_values_reach_the_script_as_data(forge: Forge) -> None:
     assert finished.returncode == 0, finished
     log = forge.log(claimed.attempt_id, "inject", "stdout")
     assert f"input=[{HOSTILE}] flag=true" in log  # data: no command ran, nothing was cut
-    assert f"payload=[{HOSTILE}]" in log
+    assert f"payload=[{HOSTILE}] true" in log
+    assert "typed=true true" in log
+    assert "inputs" not in claimed.assignment["contexts"]["github"]
     assert "uid=" not in log
     # The one visible difference: single quotes do not expand the generated variable.
     assert "quoted=[${_FORGE_CI_EXPR_1}]" in log
