@@ -140,12 +140,24 @@ def concurrency_of(plan: dict[str, Any], context: dict[str, Any]) -> tuple[str |
     from forge_ci.runs.event_payload import queue_contexts
     from forge_ci.workflow.expressions import ExpressionError, evaluate, parse_expression
     from forge_ci.workflow.expressions import to_string as expression_text
+    from forge_ci.workflow.plan import truthy
 
     concurrency = plan.get("concurrency")
     if not isinstance(concurrency, dict):
         return None, False
     group = concurrency.get("group")
-    cancel = bool(concurrency.get("cancel_in_progress", False))
+    cancel_value = concurrency.get("cancel_in_progress", False)
+    if isinstance(cancel_value, dict):
+        source = str(cancel_value["expr"])
+        try:
+            value = evaluate(parse_expression(source), queue_contexts(context), expression=source)
+        except ExpressionError as exc:
+            raise InvalidInput(
+                f"cannot evaluate concurrency.cancel-in-progress ${{{{ {source} }}}}: {exc.message}"
+            ) from None
+        cancel = truthy(value)
+    else:
+        cancel = bool(cancel_value)
     if isinstance(group, dict):
         parts: list[str] = []
         for part in group.get("template", []):

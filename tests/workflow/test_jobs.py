@@ -262,7 +262,17 @@ def test_concurrency(plan_of: PlanOf, refuse: Refuse) -> None:
     }
     plan = plan_of("concurrency:\n  group: deploy\n  cancel-in-progress: true\n" + workflow(job()))
     assert plan["concurrency"] == {"group": "deploy", "cancel_in_progress": True}
+    plan = plan_of(
+        "concurrency:\n  group: g\n  cancel-in-progress: ${{ github.ref != 'refs/heads/main' }}\n"
+        + workflow(job())
+    )
+    assert plan["concurrency"]["cancel_in_progress"] == {"expr": "github.ref != 'refs/heads/main'"}
     for text, reason in [
+        ("concurrency:\n  group: g\n  cancel-in-progress: ${{ runner.os }}\n", "runner context"),
+        (
+            "concurrency:\n  group: g\n  cancel-in-progress: x${{ true }}\n",
+            "cancel-in-progress must be true, false or one ${{ }} expression",
+        ),
         ("concurrency:\n  cancel-in-progress: true\n", "concurrency needs a group"),
         ("concurrency: ''\n", "concurrency.group must not be empty"),
         ("concurrency:\n  group: g\n  queue: max\n", "'queue' is not a concurrency key"),

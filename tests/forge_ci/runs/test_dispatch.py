@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from forge_ci.errors import InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Run
+from forge_ci.runs.definition import copy_definition
 from forge_ci.runs.pins import PIN_PREFIX, pinned_commit
 from forge_ci.runs.rerun import rerun_run
 from forge_ci.workflow import WorkflowInvalid, plan_digest
@@ -219,3 +220,30 @@ def test_the_snapshot_cannot_be_changed_by_the_orm_or_by_sql(forge: Forge) -> No
     # Scheduling columns stay writable.
     forge.session.execute(text(f"UPDATE runs SET cancel_reason = 'x' WHERE id = {run.id}"))
     forge.session.commit()
+
+
+@pytest.mark.parametrize(
+    ("expression", "cancels"),
+    [("github.ref == 'refs/heads/main'", True), ("github.ref_name != 'main'", False)],
+)
+def test_cancel_in_progress_expressions_are_evaluated_once_at_creation(
+    forge: Forge, expression: str, cancels: bool
+) -> None:
+    extra = f"concurrency:\n  group: g\n  cancel-in-progress: ${{{{ {expression} }}}}\n"
+    forge.commit({CI: workflow(job("build"), extra=extra)})
+    run = forge.dispatch()
+    forge.session.commit()
+    assert run.cancel_in_progress is cancels
+    assert run.plan["concurrency"]["cancel_in_progress"] == {"expr": expression}
+    # A rerun copies the result with the snapshot; nothing is evaluated again.
+    assert copy_definition(run).cancel_in_progress is cancels
+
+
+def test_a_job_if_reads_inputs_and_the_event(forge: Forge) -> None:
+    jobs = job("yes", condition="github.event.workflow == '.github/workflows/ci.yml'") + job(
+        "no", condition="inputs.deploy"
+    )
+    forge.commit({CI: workflow(jobs)})
+    forge.dispatch()
+    forge.session.commit()
+    assert forge.states(1) == {"yes": "queued", "no": "completed/skipped"}
