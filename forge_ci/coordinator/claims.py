@@ -283,6 +283,8 @@ def _allocate(
     now: datetime,
     lease: timedelta,
 ) -> Assignment:
+    from forge_ci.workflow.render import as_written
+
     run = job.run
     plan_job = job.definition()
     number = (
@@ -314,7 +316,7 @@ def _allocate(
             AttemptStep(
                 position=position,
                 step_id=str(step["id"]),
-                name=name if isinstance(name, str) else str(step["id"]),
+                name=as_written(name) or str(step["id"]),
                 state=states.PENDING,
             )
         )

@@ -1,11 +1,12 @@
 """The run context and its one-time resolution into a plan.
 
-A run captures five facts when it is created (seed: "Run Context and Environment References"):
-the repository, the pinned commit, the event, and for pull requests the source and target
-branches. Simple references to them in env values (``${{ github.sha }}``, with optional spaces,
-anywhere in the value) and in the workflow's concurrency group are replaced by their values once,
-in :func:`resolve_run_context`; the result is stored in the run's immutable snapshot and reruns
-copy it without resolving again.
+A run captures the queue-time part of the ``github`` context when it is created (seed: "Run
+Context and Environment References", and issue #16): the repository, the pinned commit and its
+ref, the event and its payload, the workflow, the actor, and for pull requests the source and
+target branches (:data:`QUEUE_TIME_FIELDS`). Simple references to five of them in env values
+(``${{ github.sha }}``, with optional spaces, anywhere in the value) and in the workflow's
+concurrency group are replaced by their values once, in :func:`resolve_run_context`; the result
+is stored in the run's immutable snapshot and reruns copy it without resolving again.
 
 Inserted values are text parts of the plan, never expressions, so a branch named
 ``${{ github.sha }}`` or ``$(reboot)`` stays exactly that text. Any other expression stays a

@@ -88,3 +88,15 @@ def strategy_context(
         "job-total": total,
         "max-parallel": max_parallel if max_parallel is not None else total,
     }
+
+
+def as_written(value: Any) -> str:
+    """A plan value as text for display: runtime parts as ``${{ source }}`` (not evaluated)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("template"), list):
+        return "".join(
+            part if isinstance(part, str) else "${{ " + str(part.get("expr", "")) + " }}"
+            for part in value["template"]
+        )
+    return ""

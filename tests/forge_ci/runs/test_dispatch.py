@@ -247,3 +247,13 @@ def test_a_job_if_reads_inputs_and_the_event(forge: Forge) -> None:
     forge.dispatch()
     forge.session.commit()
     assert forge.states(1) == {"yes": "queued", "no": "completed/skipped"}
+
+
+def test_job_names_from_the_github_context_are_resolved_at_creation(forge: Forge) -> None:
+    jobs = job("build", body="    name: Build ${{ github.ref_name }} by ${{ github.actor }}")
+    forge.commit({CI: workflow(jobs)})
+    run = forge.dispatch()
+    forge.session.commit()
+    assert forge.job(1, "build").name == "Build main by alice"
+    # The snapshot keeps the template; reruns resolve the same snapshot to the same text.
+    assert run.plan["jobs"][0]["name"]["template"][0] == "Build "
