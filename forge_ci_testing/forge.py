@@ -235,18 +235,21 @@ class Forge:
             session.commit()
         return full_name
 
-    def push(self, full_name: str, files: dict[str, str]) -> str:
-        """Commit ``files`` on a fresh main branch and push it over SSH; return the commit."""
+    def push(
+        self, full_name: str, files: dict[str, str], branch: str = "main", message: str = "e2e"
+    ) -> str:
+        """Commit ``files`` on a fresh ``branch`` and push it over SSH; return the commit."""
         client = self.git_client
         work = client.home / full_name.replace("/", "-")
-        client.git("init", "-q", "-b", "main", str(work))
+        client.git("init", "-q", "-b", branch, str(work))
         for path, text in files.items():
             target = work / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
         client.git("add", "-A", cwd=work)
-        client.git("commit", "-q", "-m", "e2e", cwd=work)
-        client.git("push", "-q", client.url(f"{full_name}.git"), "main", cwd=work)
+        client.git("commit", "-q", "-m", message, cwd=work)
+        refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+        client.git("push", "-q", client.url(f"{full_name}.git"), refspec, cwd=work)
         return str(client.git("rev-parse", "HEAD", cwd=work).stdout.strip())
 
     # -- runs -----------------------------------------------------------------------------------

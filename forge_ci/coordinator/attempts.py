@@ -90,6 +90,25 @@ def authenticate_attempt(session: Session, token: str | None, attempt_id: int) -
     return attempt
 
 
+def authenticate_job_token(session: Session, token: str | None, attempt_id: int) -> Attempt | None:
+    """The attempt, locked, if ``token`` is its job token (``github.token``); else None.
+
+    A job token reads the attempt's source and nothing else: only the source endpoint calls
+    this, every other endpoint knows the attempt credential only.
+    """
+    if token is None:
+        return None
+    attempt = session.scalar(
+        select(Attempt)
+        .where(Attempt.id == attempt_id, Attempt.job_token_hash == token_hash(token))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if attempt is None or attempt.job_token_hash is None:
+        return None
+    return attempt if hashes_match(attempt.job_token_hash, token) else None
+
+
 def _job(session: Session, attempt: Attempt) -> Job:
     job = session.get(Job, attempt.job_id)
     assert job is not None
@@ -200,26 +219,42 @@ def _require_live(attempt: Attempt) -> None:
         )
 
 
-def require_execution(attempt: Attempt, execution_id: str) -> None:
-    """The attempt must be running and bound to this runner instance."""
+def require_running(attempt: Attempt) -> None:
+    """The attempt must have started and not ended."""
     _require_live(attempt)
     if attempt.state != states.RUNNING:
         raise ExecutionMismatch(f"attempt {attempt.id} has not started; call start first")
+
+
+def require_execution(attempt: Attempt, execution_id: str) -> None:
+    """The attempt must be running and bound to this runner instance."""
+    require_running(attempt)
     if execution_id != attempt.execution_id:
         raise ExecutionMismatch(f"attempt {attempt.id} is bound to another runner instance")
 
 
 def running_job(
-    session: Session, attempt: Attempt, execution_id: str, now: datetime, purpose: str
+    session: Session,
+    attempt: Attempt,
+    execution_id: str,
+    now: datetime,
+    purpose: str,
+    *,
+    by_job_token: bool = False,
 ) -> Job | str:
     """The job of a running attempt bound to ``execution_id``, for a request that reads
     something of it (``purpose``: "fetching the source"), with the run's requester rechecked.
 
-    Cancellation requested: CancelRequested. A string instead of the job means the requester
+    ``by_job_token``: the request came with the job token (any process of the running job),
+    not the runner's credential, so it is not bound to an execution. Cancellation requested:
+    CancelRequested. A string instead of the job means the requester
     may no longer run code and the attempt was just cancelled (the caller commits that and
     refuses the request).
     """
-    require_execution(attempt, execution_id)
+    if by_job_token:
+        require_running(attempt)  # a job token is not bound to the runner instance
+    else:
+        require_execution(attempt, execution_id)
     if attempt.cancel_requested_at is not None:
         raise CancelRequested(
             f"attempt {attempt.id} is being cancelled ({attempt.cancel_reason}); stop instead "

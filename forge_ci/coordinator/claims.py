@@ -43,7 +43,8 @@ from sqlalchemy.orm import Session
 from forge_ci import states
 from forge_ci.coordinator import secrets
 from forge_ci.coordinator.attempts import reconcile, requester_refusal
-from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.contexts import github_context
+from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
 from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
 from forge_ci.coordinator.logs import MASKERS
@@ -148,37 +149,20 @@ def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -
     )
 
 
-def github_context(run: Run, job: Job, attempt: Attempt) -> dict[str, Any]:
-    """The run's captured context plus the facts of this job and attempt."""
-    context: dict[str, Any] = dict(run.context)
-    owner = str(run.context.get("repository", "")).partition("/")[0]
-    context.update(
-        {
-            "ref": run.ref,
-            "sha": run.sha,
-            "run_id": str(run.id),
-            "run_number": str(run.number),
-            "run_attempt": str(attempt.number),
-            "job": job.job_id,
-            "workflow": run.workflow_name or run.workflow_path,
-            "actor": run.requested_by_name,
-            "repository_owner": owner,
-        }
-    )
-    return context
-
-
 def build_assignment(
     session: Session,
     attempt: Attempt,
     job: Job,
     run: Run,
     now: datetime,
+    attempt_token: str,
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
 
     It names secrets but holds no value: the runner asks for a started step's values.
     """
+    from forge_ci.runs.event_payload import run_inputs
+
     plan_job = job.definition()
     steps = list(plan_job.get("steps", []))
     references = dict((run.actions or {}).get("references") or {})
@@ -201,10 +185,11 @@ def build_assignment(
         steps=tuple(_wire_step(step, references) for step in steps),
         outputs=dict(plan_job.get("outputs") or {}),
         contexts={
-            "github": github_context(run, job, attempt),
+            "github": github_context(run, job, attempt, job_token(attempt_token)),
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,
+            "inputs": run_inputs(run.context),
             # Current values (like secrets): a rerun sees the variables as they are now.
             "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
         },
@@ -233,7 +218,7 @@ def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: date
         )
     job = session.get(Job, attempt.job_id)
     assert job is not None
-    return build_assignment(session, attempt, job, job.run, now)
+    return build_assignment(session, attempt, job, job.run, now, request.attempt_token)
 
 
 def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
@@ -353,14 +338,15 @@ def _allocate(
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
         lease_expires_at=now + lease,
-        log_mask=MASKERS.get([request.attempt_token]).mask,
+        log_mask=MASKERS.get([request.attempt_token, job_token(request.attempt_token)]).mask,
+        job_token_hash=token_hash(job_token(request.attempt_token)),
     )
     refresh_next_check(attempt)
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
     session.add(attempt)
     session.flush()
-    assignment = build_assignment(session, attempt, job, run, now)
+    assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
     _add_steps(attempt, plan_job, assignment)
     session.flush()
     return assignment
@@ -368,10 +354,12 @@ def _allocate(
 
 def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment) -> None:
     """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
+    from forge_ci.workflow.render import as_written
+
     rows: list[tuple[str, str]] = []
     for step in plan_job.get("steps", []):
         name = step.get("name")
-        rows.append((str(step["id"]), name if isinstance(name, str) else str(step["id"])))
+        rows.append((str(step["id"]), as_written(name) or str(step["id"])))
     pre, post = hook_steps(assignment.steps, assignment.actions)
     rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
     for position, (step_id, name) in enumerate(rows):

@@ -59,3 +59,11 @@ def keyed_digest(token: str, *parts: str) -> str:
     """HMAC-SHA256 of ``parts`` keyed by a credential (replay recognition without plaintext)."""
     message = b"\x00".join(part.encode("utf-8") for part in parts)
     return hmac.new(token.encode("ascii"), message, hashlib.sha256).hexdigest()
+
+
+def job_token(attempt_token: str) -> str:
+    """The attempt's job token (``github.token``): derived, so a claim replay gives the same one.
+
+    64 hex characters like every credential; the server stores only its SHA-256.
+    """
+    return keyed_digest(attempt_token, "forge-ci job token")

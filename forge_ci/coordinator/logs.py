@@ -31,7 +31,7 @@ from forge_ci import states
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator import secrets
 from forge_ci.coordinator.attempts import cancel_attempt, reconcile, require_execution
-from forge_ci.coordinator.credentials import keyed_digest
+from forge_ci.coordinator.credentials import job_token, keyed_digest
 from forge_ci.coordinator.errors import LogConflict, LogOutOfOrder, UnknownStep
 from forge_ci.coordinator.records import append_record, notice
 from forge_ci.errors import NotFound
@@ -54,7 +54,7 @@ def limit_message(cap: int) -> str:
 
 
 def attempt_masker(session: Session, attempt: Attempt, token: str) -> Masker:
-    """The masker for ``attempt``: its credential and every value issued to it.
+    """The masker for ``attempt``: its credential, its job token and every value issued to it.
 
     Secret values are only added while the attempt lives (one delivery per step), and
     ``::add-mask::`` values arriving with log chunks are kept beside them; all are deleted when it
@@ -65,7 +65,7 @@ def attempt_masker(session: Session, attempt: Attempt, token: str) -> Masker:
     count = secrets.issued_count(session, attempt)
     return MASKERS.get_for(
         f"attempt/{attempt.id}/{attempt.token_hash}/{count}",
-        lambda: [token, *secrets.issued_values(session, attempt, token)],
+        lambda: [token, job_token(token), *secrets.issued_values(session, attempt, token)],
     )
 
 

@@ -31,6 +31,8 @@ from forge_ci.coordinator import (
     sources,
     steps,
 )
+from forge_ci.coordinator.contexts import with_server_url
+from forge_ci.coordinator.credentials import token_hash
 from forge_ci.coordinator.errors import CancelRequested, LogLimitReached, SourceRefused
 from forge_ci.coordinator.wakeups import WakeupListener, queue_signature
 from forge_ci.db import SessionScope, begin_write
@@ -124,7 +126,7 @@ class Coordinator:
             self._waiting.release()
 
     def _claim(self, token: str | None, request: ClaimRequest) -> Assignment | None:
-        return claims.claim(
+        assignment = claims.claim(
             self.sessions,
             token,
             request,
@@ -133,6 +135,7 @@ class Coordinator:
             lock_dir=self.settings.locks_dir,
             lease=self.lease,
         )
+        return with_server_url(assignment, self.settings.public_url)
 
     def _signature(self) -> object:
         with self.sessions(read_only=True) as session:
@@ -170,10 +173,17 @@ class Coordinator:
         token: str | None,
         attempt_id: int,
         operation: Callable[[Session, Attempt, datetime], T],
+        *,
+        job_token: bool = False,
     ) -> tuple[T, AttemptStatus]:
+        """Run ``operation`` on the authenticated attempt; ``job_token``: it may also be
+        authenticated by its job token (the source endpoint only)."""
         with self.sessions() as session:
             begin_write(session)
-            attempt = attempts.authenticate_attempt(session, token, attempt_id)
+            found = (
+                attempts.authenticate_job_token(session, token, attempt_id) if job_token else None
+            )
+            attempt = found or attempts.authenticate_attempt(session, token, attempt_id)
             now = self.clock()
             attempts.reconcile(session, attempt, now)
             try:
@@ -215,9 +225,12 @@ class Coordinator:
         def operation(
             session: Session, attempt: Attempt, now: datetime
         ) -> sources.SourceTarget | str:
-            return sources.locate_source(session, directory, attempt, request, now)
+            by_job_token = token is not None and attempt.job_token_hash == token_hash(token)
+            return sources.locate_source(
+                session, directory, attempt, request, now, job_token=by_job_token
+            )
 
-        target, status = self._attempt_request(token, attempt_id, operation)
+        target, status = self._attempt_request(token, attempt_id, operation, job_token=True)
         return _archive(target, status, sources.build_archive)
 
     def action_source(

@@ -77,14 +77,19 @@ def locate_source(
     attempt: Attempt,
     request: SourceRequest,
     now: datetime,
+    *,
+    job_token: bool = False,
 ) -> SourceTarget | str:
     """The commit ``attempt`` may read, or why its requester may no longer run code.
 
     The caller holds the attempt's lock and has reconciled it. A refusal string means the
     attempt was just cancelled (the caller commits that and refuses the request); other
-    refusals raise.
+    refusals raise. ``job_token``: the request presented the job token (``github.token``),
+    which steps hold and which does not know the execution: it must still be running.
     """
-    job = running_job(session, attempt, request.execution_id, now, "fetching the source")
+    job = running_job(
+        session, attempt, request.execution_id, now, "fetching the source", by_job_token=job_token
+    )
     if isinstance(job, str):
         return job
     run = job.run

@@ -80,6 +80,9 @@ class Attempt(Base):
     request_id: Mapped[str] = mapped_column(String(32))
     #: SHA-256 (hex) of the attempt credential.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    #: SHA-256 (hex) of the job token (``github.token``), derived from the credential at claim;
+    #: None for attempts claimed before job tokens existed.
+    job_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
     #: The runner instance bound by ``start`` (32 hex), None before.
     execution_id: Mapped[str | None] = mapped_column(String(32))
 

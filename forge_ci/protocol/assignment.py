@@ -56,8 +56,9 @@ class Assignment:
     steps: tuple[AssignmentStep, ...]
     #: The job's ``outputs`` templates, evaluated by the runner at the end.
     outputs: dict[str, str | dict[str, Any]]
-    #: Expression contexts: ``github``, ``matrix``, ``strategy``, ``needs``, ``vars`` (the
-    #: repository variables for the run's branch and workflow; ``inputs`` later).
+    #: Expression contexts: ``github`` (with ``event``, the payload, and ``token``),
+    #: ``matrix``, ``strategy``, ``needs``, ``inputs`` and ``vars``; the runner adds ``runner``,
+    #: ``env``, ``job`` and ``steps``.
     contexts: dict[str, Any]
     #: Path (under the server origin) of the ``tar`` snapshot of the pinned commit; ``""`` when
     #: the job may not read the source (``permissions: {contents: none}``).
@@ -149,6 +150,7 @@ def _contexts(value: object, name: str) -> dict[str, Any]:
             "matrix": (True, _json_object_or_null),
             "strategy": (True, _json_object_or_null),
             "needs": (True, _json_object),
+            "inputs": (False, _json_object),
             "vars": (False, _json_object),
         },
         name,

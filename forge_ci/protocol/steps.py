@@ -108,8 +108,8 @@ class AssignmentStep:
     run: str | dict[str, Any]
     #: ``""``: the default shell (a composite action's ``run`` steps always name one).
     shell: str
-    #: ``""``: the workspace.
-    working_directory: str
+    #: ``""``: the workspace; may be a runtime template (the runner keeps it in the workspace).
+    working_directory: str | dict[str, Any]
     env: dict[str, str | dict[str, Any]]
     #: The step's condition expression (``success()`` by default).
     condition: str
@@ -149,7 +149,7 @@ class AssignmentStep:
                 "with": (True, parse_inputs),
                 "run": (True, parse_value),
                 "shell": (True, string),
-                "working_directory": (True, string),
+                "working_directory": (True, parse_value),
                 "env": (True, _env),
                 "if": (True, string),
                 "continue_on_error": (True, _continue_on_error),

@@ -19,6 +19,7 @@ Modules (import the one you need; this package imports nothing on its own)::
     cancel        cancel_run
     rerun         rerun_run (all jobs, or --failed)
     events        push events -> runs (one outcome per workflow file)
+    event_payload github.event: the payload of push / dispatch / schedule, built at creation
     queries       list_runs, show_run, run_view, find_run, show_push_event
 
 Use cases take a session first and an Actor, check authorization themselves (creating and

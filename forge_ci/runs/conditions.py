@@ -113,10 +113,10 @@ def decide(
     status = JobStatus.for_job(
         [RESULT_OF[c] for c in ancestor_conclusions], cancelled=run_cancelled
     )
-    contexts = {
-        "github": dict(github),
-        "needs": {name: entry.as_context() for name, entry in needs.items()},
-    }
+    from forge_ci.runs.event_payload import queue_contexts
+
+    contexts = queue_contexts(github)
+    contexts["needs"] = {name: entry.as_context() for name, entry in needs.items()}
     try:
         value = evaluate(parse_condition(condition), contexts, status=status, expression=condition)
     except ExpressionError as exc:

@@ -163,6 +163,37 @@ def with_actions(
     return replace(definition, actions=resolver.resolve(definition.workflow_path, uses))
 
 
+#: Job names resolved from a template are cut here (a commit message can be long).
+MAX_JOB_NAME = 1024
+
+
+def job_name(value: object, context: Mapping[str, object]) -> str:
+    """A planned job name as text: a template over github/inputs/vars is evaluated now, once.
+
+    The plan keeps the template (reruns resolve it from the same snapshot, to the same text);
+    a part that cannot be evaluated shows as written.
+    """
+    from forge_ci.runs.event_payload import queue_contexts
+    from forge_ci.workflow.expressions import ExpressionError, evaluate, parse_expression
+    from forge_ci.workflow.expressions import to_string as expression_text
+
+    if isinstance(value, str):
+        return value
+    parts: list[str] = []
+    template = value.get("template", []) if isinstance(value, dict) else []
+    contexts = queue_contexts(context)
+    for part in template:
+        if isinstance(part, str):
+            parts.append(part)
+            continue
+        source = str(part.get("expr", ""))
+        try:
+            parts.append(expression_text(evaluate(parse_expression(source), contexts)))
+        except ExpressionError:
+            parts.append("${{ " + source + " }}")
+    return "".join(parts)[:MAX_JOB_NAME]
+
+
 def insert_jobs(session: Session, run: Run) -> list[Job]:
     """One waiting job per plan instance, and an edge to every instance of each job it needs."""
     jobs: list[Job] = []
@@ -171,7 +202,7 @@ def insert_jobs(session: Session, run: Run) -> list[Job]:
             position=position,
             key=str(entry["key"]),
             job_id=str(entry["id"]),
-            name=str(entry["name"]),
+            name=job_name(entry["name"], run.context),
             needs=[str(need) for need in entry.get("needs", [])],
             runs_on=[str(label) for label in entry.get("runs_on", [])],
             state=states.WAITING,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ class RunDefinition:
     plan: dict[str, Any]
     plan_version: int
     plan_digest: str
-    #: ``github.*`` facts (text) and, for dispatch and schedule runs, ``event`` and ``inputs``.
+    #: The captured ``github`` facts (RunContext) plus ``event`` (the payload), ``actor`` and,
+    #: for dispatch runs, the typed ``inputs``.
     context: dict[str, Any]
     event_name: str
     ref: str
@@ -58,17 +60,41 @@ def define_run(
     sha: str,
     ref: str,
     event_name: str,
+    event: dict[str, Any] | None = None,
+    actor: str = "",
+    inputs: Mapping[str, str | bool] | None = None,
 ) -> RunDefinition:
     """The definition of a new run of ``workflow`` (parsed from ``data``) at ``sha``.
 
-    ``repository`` is ``owner/name``; ``ref`` the full branch ref. Pull-request fields of the
-    context stay empty: forge-ci creates push and dispatch runs only.
+    ``repository`` is ``owner/name``; ``ref`` the full ref. ``event`` is the event payload
+    (:func:`forge_ci.runs.event_payload.build_event_payload`; a minimal one when None) and
+    ``actor`` who caused the run (default: the payload's sender); ``inputs`` the typed
+    ``inputs`` context of a dispatch (kept beside the github fields). Pull-request fields of the
+    context stay empty: forge-ci creates no pull-request runs.
     """
+    from forge_ci.runs.event_payload import minimal_payload
     from forge_ci.workflow import RunContext, build_plan, plan_digest, resolve_run_context
 
-    context = RunContext(repository=repository, sha=sha, event_name=event_name)
+    if event is None:
+        event = minimal_payload(event_name, repository, ref, actor)
+    if not actor:
+        sender = event.get("sender")
+        actor = str(sender.get("login") or "") if isinstance(sender, dict) else ""
+    context = RunContext(
+        repository=repository,
+        sha=sha,
+        event_name=event_name,
+        ref=ref,
+        actor=actor,
+        workflow_path=workflow.path,
+        workflow_name=workflow.name or workflow.path,
+        event=event,
+    )
     plan = resolve_run_context(build_plan(workflow), context)
-    group, cancel = concurrency_of(plan, context.as_dict())
+    captured = context.as_dict()
+    if inputs is not None:
+        captured["inputs"] = dict(inputs)
+    group, cancel = concurrency_of(plan, captured)
     return RunDefinition(
         workflow_path=workflow.path,
         workflow_name=workflow.name,
@@ -76,7 +102,7 @@ def define_run(
         plan=plan,
         plan_version=int(plan["version"]),
         plan_digest=plan_digest(plan),
-        context=context.as_dict(),
+        context=captured,
         event_name=event_name,
         ref=ref,
         sha=sha,
@@ -109,21 +135,34 @@ def copy_definition(run: Run) -> RunDefinition:
 MAX_GROUP_LENGTH = 1024
 
 
-def concurrency_of(plan: dict[str, Any], context: dict[str, str]) -> tuple[str | None, bool]:
+def concurrency_of(plan: dict[str, Any], context: dict[str, Any]) -> tuple[str | None, bool]:
     """The run's concurrency group as text, and whether it cancels runs in progress.
 
     ``resolve_run_context`` has replaced simple ``github.<field>`` references; any other
     expression left in the group (``format(...)`` over the same fields) is evaluated here
     against the captured context, once.
     """
+    from forge_ci.runs.event_payload import queue_contexts
     from forge_ci.workflow.expressions import ExpressionError, evaluate, parse_expression
     from forge_ci.workflow.expressions import to_string as expression_text
+    from forge_ci.workflow.plan import truthy
 
     concurrency = plan.get("concurrency")
     if not isinstance(concurrency, dict):
         return None, False
     group = concurrency.get("group")
-    cancel = bool(concurrency.get("cancel_in_progress", False))
+    cancel_value = concurrency.get("cancel_in_progress", False)
+    if isinstance(cancel_value, dict):
+        source = str(cancel_value["expr"])
+        try:
+            value = evaluate(parse_expression(source), queue_contexts(context), expression=source)
+        except ExpressionError as exc:
+            raise InvalidInput(
+                f"cannot evaluate concurrency.cancel-in-progress ${{{{ {source} }}}}: {exc.message}"
+            ) from None
+        cancel = truthy(value)
+    else:
+        cancel = bool(cancel_value)
     if isinstance(group, dict):
         parts: list[str] = []
         for part in group.get("template", []):
@@ -132,7 +171,9 @@ def concurrency_of(plan: dict[str, Any], context: dict[str, str]) -> tuple[str |
                 continue
             source = str(part["expr"])
             try:
-                value = evaluate(parse_expression(source), {"github": context}, expression=source)
+                value = evaluate(
+                    parse_expression(source), queue_contexts(context), expression=source
+                )
             except ExpressionError as exc:
                 raise InvalidInput(
                     f"cannot evaluate concurrency.group ${{{{ {source} }}}}: {exc.message}"

@@ -105,13 +105,13 @@ class RunDetails:
 
 
 def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
+    from forge_ci.workflow.render import as_written
+
     steps = []
     for step in plan_job.get("steps", []):
         name = step.get("name")
         step_id = str(step["id"])
-        steps.append(
-            StepDetail(step_id, name if isinstance(name, str) else step_id, states.PENDING, None)
-        )
+        steps.append(StepDetail(step_id, as_written(name) or step_id, states.PENDING, None))
     return tuple(steps)
 
 

@@ -19,7 +19,7 @@ from forge_ci.models import Run
 from forge_ci.repos import find_repository
 from forge_ci.runs.create import creating_runs, require_run_creator, with_actions
 from forge_ci.runs.definition import RunDefinition, define_run
-from forge_ci.runs.dispatch_payload import dispatch_event, with_event
+from forge_ci.runs.event_payload import EventFacts, RepositoryFacts, build_event_payload
 from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
     git_repository,
@@ -49,7 +49,7 @@ def dispatch_run(
     NotFound for a missing repository, branch or file.
     """
     from forge_ci.workflow import parse_workflow
-    from forge_ci.workflow.dispatch_inputs import resolve_inputs
+    from forge_ci.workflow.dispatch_inputs import event_inputs, resolve_inputs
 
     repository = find_repository(session, actor, full_name, Role.READ)
     require_run_creator(session, actor, repository)
@@ -79,8 +79,20 @@ def dispatch_run(
         sha=sha,
         ref=ref,
         event_name=DISPATCH,
+        event=build_event_payload(
+            DISPATCH,
+            EventFacts(
+                RepositoryFacts.of(repository),
+                ref,
+                sha,
+                actor.name,
+                inputs=event_inputs(values),
+                workflow_path=workflow_path,
+            ),
+        ),
+        actor=actor.name,
+        inputs=values,
     )
-    definition = with_event(definition, dispatch_event(ref, workflow_path, values), values)
     definition = with_actions(session, settings, actor, git, definition, workflow)
     with creating_runs(session, settings, repository) as creation:
         return creation.create(actor, definition)

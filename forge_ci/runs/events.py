@@ -51,6 +51,12 @@ from forge_ci.pushes.events import mark_received
 from forge_ci.refs import is_zero
 from forge_ci.runs.create import creating_runs, with_actions
 from forge_ci.runs.definition import RunDefinition, define_run
+from forge_ci.runs.event_payload import (
+    EventFacts,
+    RepositoryFacts,
+    build_event_payload,
+    push_facts,
+)
 from forge_ci.runs.pins import pinned_commit
 from forge_ci.runs.sources import (
     MAX_WORKFLOW_BYTES,
@@ -127,7 +133,16 @@ def process_push_event(session: Session, settings: Settings, event_id: int) -> E
     if event.ref.startswith("refs/heads/"):  # path filters are not evaluated for tags
         changed = changed_paths(git, event.ref, event.old_sha, sha, repository.default_branch)
     files = list_workflow_files(git, sha)
-    context = _EventContext(event, repository, sha, changed, Actor.for_user(event.pusher))
+    pusher = Actor.for_user(event.pusher)
+    facts = EventFacts(
+        RepositoryFacts.of(repository),
+        event.ref,
+        sha,
+        pusher.name,
+        push=push_facts(git, event.ref, event.old_sha, sha, repository.default_branch),
+    )
+    payload = build_event_payload(PUSH, facts)
+    context = _EventContext(event, repository, sha, changed, pusher, payload)
     for path in files.paths:
         _process_file(session, settings, git, context, path)
     numbers = _run_numbers(session, event_id)
@@ -149,6 +164,8 @@ class _EventContext:
     sha: str
     changed: list[str] | None
     pusher: Actor
+    #: The push's event payload (github.event), the same for every workflow file.
+    payload: dict[str, Any]
 
 
 def _refusal(session: Session, event: PushEvent, repository: Repository) -> tuple[str, str] | None:
@@ -230,6 +247,8 @@ def _decide_file(git: pygit2.Repository, context: _EventContext, path: str) -> _
             sha=context.sha,
             ref=context.event.ref,
             event_name=PUSH,
+            event=context.payload,
+            actor=context.pusher.name,
         )
     except InvalidInput as exc:
         return _FileDecision(outcomes.INVALID, f"{path}: {exc.message}")

@@ -1,11 +1,12 @@
 """The run context and its one-time resolution into a plan.
 
-A run captures five facts when it is created (seed: "Run Context and Environment References"):
-the repository, the pinned commit, the event, and for pull requests the source and target
-branches. Simple references to them in env values (``${{ github.sha }}``, with optional spaces,
-anywhere in the value) and in the workflow's concurrency group are replaced by their values once,
-in :func:`resolve_run_context`; the result is stored in the run's immutable snapshot and reruns
-copy it without resolving again.
+A run captures the queue-time part of the ``github`` context when it is created (seed: "Run
+Context and Environment References", and issue #16): the repository, the pinned commit and its
+ref, the event and its payload, the workflow, the actor, and for pull requests the source and
+target branches (:data:`QUEUE_TIME_FIELDS`). Simple references to five of them in env values
+(``${{ github.sha }}``, with optional spaces, anywhere in the value) and in the workflow's
+concurrency group are replaced by their values once, in :func:`resolve_run_context`; the result
+is stored in the run's immutable snapshot and reruns copy it without resolving again.
 
 Inserted values are text parts of the plan, never expressions, so a branch named
 ``${{ github.sha }}`` or ``$(reboot)`` stays exactly that text. Any other expression stays a
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from forge_ci.errors import InvalidInput
@@ -26,6 +27,26 @@ from forge_ci.workflow.triggers import EVENTS
 
 _FIELD_REF = re.compile(
     r"\s*github\s*\.\s*(repository|sha|event_name|head_ref|base_ref)\s*\Z", re.IGNORECASE
+)
+#: The fields of the github context fixed when the run is created (the rest come at claim time
+#: from the coordinator, or from the runner: see docs/workflow-syntax.md, "Contexts").
+QUEUE_TIME_FIELDS = (
+    "repository",
+    "repository_owner",
+    "sha",
+    "ref",
+    "ref_name",
+    "ref_type",
+    "ref_protected",
+    "event_name",
+    "head_ref",
+    "base_ref",
+    "actor",
+    "triggering_actor",
+    "workflow",
+    "workflow_ref",
+    "workflow_sha",
+    "event",
 )
 _SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?\Z")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -39,13 +60,23 @@ class RunContextInvalid(InvalidInput):
 
 @dataclass(frozen=True)
 class RunContext:
-    """The facts captured at run creation; ``head_ref``/``base_ref`` are empty except for PRs."""
+    """The facts captured at run creation; ``head_ref``/``base_ref`` are empty except for PRs.
+
+    ``event`` is the event payload (``github.event``), built by the caller from what it
+    recorded (``forge_ci.runs.event_payload``); the other fields give the queue-time part of the
+    ``github`` context (:data:`QUEUE_TIME_FIELDS`).
+    """
 
     repository: str
     sha: str
     event_name: str
     head_ref: str = ""
     base_ref: str = ""
+    ref: str = ""
+    actor: str = ""
+    workflow_path: str = ""
+    workflow_name: str = ""
+    event: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
         """Raise :class:`RunContextInvalid` unless every field is well formed."""
@@ -57,20 +88,44 @@ class RunContext:
             raise RunContextInvalid(
                 f"event_name must be one of {', '.join(EVENTS)}, not {self.event_name!r}"
             )
-        for name in ("head_ref", "base_ref"):
+        for name in ("head_ref", "base_ref", "ref", "actor", "workflow_path", "workflow_name"):
             value = getattr(self, name)
             if _CONTROL.search(value):
                 raise RunContextInvalid(f"{name} contains a control character")
+        if not isinstance(self.event, dict):
+            raise RunContextInvalid("event must be an object (the event payload)")
 
-    def as_dict(self) -> dict[str, str]:
-        """The context as the run snapshot and the API expose it."""
+    def as_dict(self) -> dict[str, Any]:
+        """The queue-time ``github`` context as the run snapshot and the API expose it."""
+        ref_name, ref_type = ref_parts(self.ref)
+        owner = self.repository.partition("/")[0]
+        workflow_ref = f"{self.repository}/{self.workflow_path}@{self.ref}" if self.ref else ""
         return {
             "repository": self.repository,
+            "repository_owner": owner,
             "sha": self.sha,
+            "ref": self.ref,
+            "ref_name": ref_name,
+            "ref_type": ref_type,
+            "ref_protected": False,
             "event_name": self.event_name,
             "head_ref": self.head_ref,
             "base_ref": self.base_ref,
+            "actor": self.actor,
+            "triggering_actor": self.actor,
+            "workflow": self.workflow_name,
+            "workflow_ref": workflow_ref,
+            "workflow_sha": self.sha,
+            "event": self.event,
         }
+
+
+def ref_parts(ref: str) -> tuple[str, str]:
+    """``github.ref_name`` and ``github.ref_type`` of a full ref (``""`` for other refs)."""
+    for prefix, kind in (("refs/heads/", "branch"), ("refs/tags/", "tag")):
+        if ref.startswith(prefix):
+            return ref[len(prefix) :], kind
+    return "", ""
 
 
 def resolve_run_context(plan: dict[str, Any], context: RunContext) -> dict[str, Any]:
@@ -104,7 +159,7 @@ def resolve_run_context(plan: dict[str, Any], context: RunContext) -> dict[str, 
     return resolved
 
 
-def _resolve(value: Any, values: dict[str, str]) -> Any:
+def _resolve(value: Any, values: dict[str, Any]) -> Any:
     """Fill simple github field references of one plan value; other parts stay as they are."""
     if not isinstance(value, dict) or "template" not in value:
         return value

@@ -4,7 +4,8 @@ Defaults apply workflow < job < step. An omitted shell stays unspecified in the 
 GitHub's implicit shell (``bash -e {0}`` when bash exists) differs from explicitly selecting
 ``bash`` (``bash --noprofile --norc -eo pipefail {0}``); the runner decides.
 
-Working directories are literal, relative paths inside the workspace: no leading '/', '~' or
+Working directories are relative paths inside the workspace (a step's may be an expression,
+checked by the runner instead): no leading '/', '~' or
 drive, no '..', no empty components, no backslashes, no control characters. The runner must
 still enforce containment at run time, because a checked-in symlink can point anywhere.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, describe
-from forge_ci.workflow.templates import ExpressionChecker
+from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import string
 
 SHELLS = ("bash", "sh")
@@ -30,7 +31,7 @@ class RunDefaults:
     """Shell and working directory of one level; ``None`` means "not set at this level"."""
 
     shell: str | None = None
-    working_directory: str | None = None
+    working_directory: str | Template | None = None
 
     def under(self, inner: RunDefaults) -> RunDefaults:
         """These defaults overridden by a more specific level."""
@@ -74,9 +75,18 @@ def shell(node: Node, checker: ExpressionChecker, problems: Problems) -> str | N
     return text
 
 
-def working_directory(node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
-    """A ``working-directory`` value, checked by :func:`working_directory_problem`."""
+def working_directory(
+    node: Node, checker: ExpressionChecker, problems: Problems, scope: Scope | None = None
+) -> str | Template | None:
+    """A ``working-directory`` value, checked by :func:`working_directory_problem`.
+
+    With ``scope`` (a step's own working-directory) it may hold expressions, as on GitHub; the
+    runner evaluates them and keeps the directory inside the workspace (an absolute path
+    is accepted there when it lies inside the workspace, like ``${{ github.workspace }}/build``).
+    """
     scalar = string(node, "working-directory", problems)
+    if scalar is not None and scope is not None and "${{" in scalar.value:
+        return checker.template(scalar, scope)
     text = checker.literal(scalar, "working-directory") if scalar is not None else None
     if scalar is None or text is None:
         return None
@@ -107,7 +117,7 @@ def parse_run_defaults(
         problems.at(run, f"{where}.run must be a mapping, not {describe(run)}")
         return RunDefaults()
     chosen_shell: str | None = None
-    directory: str | None = None
+    directory: str | Template | None = None
     for key, value in run.items:
         if key.value == "shell":
             chosen_shell = shell(value, checker, problems)

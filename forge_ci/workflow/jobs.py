@@ -57,9 +57,11 @@ UNSUPPORTED_JOB_KEYS = {
     "cancel-timeout-minutes": "cancel-timeout-minutes is not supported",
     "snapshot": "custom image snapshots are not supported",
 }
-_JOB_IF = frozenset({"github", "needs"})
-_JOB_ENV = frozenset({"github", "needs", "matrix", "strategy"})
-_JOB_OUTPUTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
+_JOB_IF = frozenset({"github", "needs", "inputs", "vars"})
+_JOB_ENV = frozenset({"github", "needs", "matrix", "strategy", "inputs", "vars"})
+_JOB_OUTPUTS = frozenset(
+    {"github", "needs", "matrix", "strategy", "steps", "job", "runner", "env", "inputs", "vars"}
+)
 _STATIC = frozenset({"matrix", "strategy"})
 _ENVIRONMENT = frozenset({"github", "needs", "matrix", "strategy"})
 #: Evaluated when the job ends (matrix and strategy only: already in the plan).
@@ -76,12 +78,17 @@ class Environment:
     url: Template | None
 
 
+#: A job name may also use what is known when the run is queued (resolved at run creation).
+_JOB_NAME = _STATIC | frozenset({"github", "inputs", "vars"})
+
+
 @dataclass(frozen=True)
 class Instance:
     """One job instance: a matrix combination (or the job itself when it has no matrix)."""
 
     key: str
-    name: str
+    #: Text, or a template over github/inputs/vars that run creation resolves.
+    name: str | dict[str, Any]
     matrix: dict[str, Any] | None
     strategy: dict[str, Any]
     runs_on: list[str]
@@ -201,7 +208,7 @@ def parse_job(
     if "name" in node:
         scalar = string(node["name"], "a job name", problems)
         if scalar is not None:
-            name_template = checker.template(scalar, scope.narrowed("a job name", _STATIC))
+            name_template = checker.template(scalar, scope.narrowed("a job name", _JOB_NAME))
     runs_on = _runs_on(node.get("runs-on"), scope, checker, problems)
     # Instances (and their labels) are checked even when other keys of the job are wrong: every
     # independent problem is reported in one pass. Only a broken strategy stops them, since
@@ -392,12 +399,14 @@ def _instances(
             instance_key = f"{key.value}{suffix} #{counter}"
             counter += 1
         used.add(instance_key)
-        display = key.value
+        display: str | dict[str, Any] = key.value
         if name is not None:
-            rendered = render(name, contexts, lambda t, m: problems.at(t.node, m))
-            display = rendered if isinstance(rendered, str) else key.value
-        if not uses_matrix:
-            display += suffix
+            display = render(name, contexts, lambda t, m: problems.at(t.node, m))
+        if not uses_matrix and suffix:
+            if isinstance(display, str):
+                display += suffix
+            else:
+                display = {"template": [*display["template"], suffix]}
         labels: list[str] = []
         if runs_on is not None:
             labels = _labels(runs_on, contexts, problems)

@@ -36,7 +36,7 @@ MAX_EXPANDED_JOBS = 256
 MAX_EXPANDED_STEPS = 4096
 TOP_KEYS = ("name", "run-name", "on", "env", "defaults", "jobs", "concurrency", "permissions")
 UNSUPPORTED_TOP_KEYS: dict[str, str] = {}
-_WORKFLOW_ENV = frozenset({"github"})
+_WORKFLOW_ENV = frozenset({"github", "inputs", "vars"})
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class Concurrency:
     """Workflow ``concurrency``: runs with the same group wait (or cancel earlier ones)."""
 
     group: Template
-    cancel_in_progress: bool
+    #: A literal, or one ``${{ }}`` over github/inputs/vars, evaluated at run creation.
+    cancel_in_progress: bool | Template
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,11 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
     rendered_concurrency = None
     if concurrency is not None:
         group = render(concurrency.group, {}, lambda t, m: problems.at(t.node, m))
+        cancel = concurrency.cancel_in_progress
+        whole = cancel.whole if isinstance(cancel, Template) else None
         rendered_concurrency = {
             "group": group,
-            "cancel_in_progress": concurrency.cancel_in_progress,
+            "cancel_in_progress": {"expr": whole.source.strip()} if whole else cancel is True,
         }
     plan = builder.build(
         name,
@@ -170,14 +173,14 @@ def _name(node: Node | None, checker: ExpressionChecker, problems: Problems) -> 
 
 
 def _concurrency(node: Node, checker: ExpressionChecker, problems: Problems) -> Concurrency | None:
-    scope = Scope("concurrency.group", frozenset({"github"}))
+    scope = Scope("concurrency.group", frozenset({"github", "inputs", "vars"}))
     group_node: Node | None = node
-    cancel = False
+    cancel: bool | Template = False
     if isinstance(node, Mapping):
         group_node = node.get("group")
         for key, value in node.items:
             if key.value == "cancel-in-progress":
-                cancel = bool(boolean(value, "cancel-in-progress", problems))
+                cancel = _cancel_in_progress(value, scope, checker, problems)
             elif key.value != "group":
                 choices = ("group", "cancel-in-progress")
                 problems.at(
@@ -195,6 +198,19 @@ def _concurrency(node: Node, checker: ExpressionChecker, problems: Problems) -> 
         problems.at(scalar, "concurrency.group must not be empty")
         return None
     return Concurrency(template, cancel)
+
+
+def _cancel_in_progress(
+    node: Node, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> bool | Template:
+    """``cancel-in-progress``: true, false or one ``${{ }}`` (evaluated at run creation)."""
+    if isinstance(node, Scalar) and "${{" in node.value:
+        template = checker.template(node, scope.narrowed("cancel-in-progress", scope.contexts))
+        if template is not None and template.whole is None:
+            problems.at(node, "cancel-in-progress must be true, false or one ${{ }} expression")
+            return False
+        return template if template is not None else False
+    return bool(boolean(node, "cancel-in-progress", problems))
 
 
 def _jobs(node: Node, checker: ExpressionChecker, problems: Problems) -> list[Job]:

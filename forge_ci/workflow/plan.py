@@ -37,10 +37,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
-from forge_ci.workflow.defaults import RunDefaults
+from forge_ci.workflow.defaults import RunDefaults, working_directory_problem
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
+from forge_ci.workflow.injection import protect_script
 from forge_ci.workflow.jobs import Instance, Job
 from forge_ci.workflow.render import PlanValue, render, render_env, static_value
 from forge_ci.workflow.steps import CHECKOUT, Step
@@ -191,20 +192,34 @@ class PlanBuilder:
                 "timeout_minutes": step.timeout_minutes,
             }
         assert step.run is not None
+        run, generated = protect_script(render(step.run, contexts, self._report))
+        env.update(generated)
         resolved = defaults.under(RunDefaults(step.shell, step.working_directory))
         return {
             "id": step.id,
             "generated_id": step.generated_id,
             "name": name if name is not None else _default_name(step.run),
             "uses": None,
-            "run": render(step.run, contexts, self._report),
+            "run": run,
             "shell": resolved.shell,
-            "working_directory": resolved.working_directory,
+            "working_directory": self._directory(resolved.working_directory, contexts),
             "env": env,
             "if": step.condition,
             "continue_on_error": self._continue_on_error(step.continue_on_error, contexts),
             "timeout_minutes": step.timeout_minutes,
         }
+
+    def _directory(
+        self, value: str | Template | None, contexts: Mapping[str, Any]
+    ) -> PlanValue | None:
+        if value is None or isinstance(value, str):
+            return value
+        rendered = render(value, contexts, self._report)
+        if isinstance(rendered, str):
+            problem = working_directory_problem(rendered)
+            if problem:
+                self._report(value, problem)
+        return rendered
 
     def _continue_on_error(
         self, value: bool | Template, contexts: Mapping[str, Any]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from forge_ci.workflow.expressions import ExpressionError, evaluate, to_string
+from forge_ci.workflow.injection import secret_value
 from forge_ci.workflow.templates import Expr, SecretRef, Template
 
 #: A rendered value: plain text, a runtime template, or a secret reference.
@@ -71,7 +72,7 @@ def render_env(
     rendered: dict[str, PlanValue] = {}
     for name, value in values.items():
         if isinstance(value, SecretRef):
-            rendered[name] = {"secret": value.name}
+            rendered[name] = secret_value(value.name)
         else:
             rendered[name] = render(value, contexts, report)
     return rendered
@@ -87,3 +88,15 @@ def strategy_context(
         "job-total": total,
         "max-parallel": max_parallel if max_parallel is not None else total,
     }
+
+
+def as_written(value: Any) -> str:
+    """A plan value as text for display: runtime parts as ``${{ source }}`` (not evaluated)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("template"), list):
+        return "".join(
+            part if isinstance(part, str) else "${{ " + str(part.get("expr", "")) + " }}"
+            for part in value["template"]
+        )
+    return ""

@@ -34,7 +34,7 @@ from forge_ci.workflow.nodes import (
     is_null,
     scalar_type,
 )
-from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
+from forge_ci.workflow.templates import STEP_CONTEXTS, ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import boolean, string, timeout_minutes
 
 MAX_STEPS = 64
@@ -64,8 +64,7 @@ ACTION_KEYS = (
 MAX_INPUTS = 256
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
-_STEP_CONTEXTS = frozenset({"github", "needs", "matrix", "strategy", "steps"})
-_NAME_CONTEXTS = frozenset({"matrix", "strategy"})
+_STEP_CONTEXTS = STEP_CONTEXTS
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class Step:
     uses: str | None
     run: Template | None
     shell: str | None
-    working_directory: str | None
+    working_directory: str | Template | None
     env: dict[str, EnvValue]
     condition: str
     continue_on_error: bool | Template
@@ -259,13 +258,13 @@ def _step(
     if "name" in node and not is_null(node["name"]):
         scalar = string(node["name"], "a step name", problems)
         if scalar is not None:
-            name = checker.template(scalar, scope("a step name", _NAME_CONTEXTS))
+            name = checker.template(scalar, scope("a step name", _STEP_CONTEXTS))
     timeout: int | None = None
     if "timeout-minutes" in node:
         timeout = timeout_minutes(node["timeout-minutes"], "timeout-minutes", problems)
     run: Template | None = None
     step_shell: str | None = None
-    directory: str | None = None
+    directory: str | Template | None = None
     env: dict[str, EnvValue] = {}
     condition = "success()"
     continue_on_error: bool | Template = False
@@ -279,11 +278,16 @@ def _step(
         if scalar is not None:
             if not scalar.value.strip():
                 problems.at(scalar, "run must not be empty")
-            run = checker.template(scalar, scope("run", _STEP_CONTEXTS))
+            run = checker.template(scalar, scope("run", _STEP_CONTEXTS, secret_parts=True))
         if "shell" in node:
             step_shell = read_shell(node["shell"], checker, problems)
         if "working-directory" in node and not is_null(node["working-directory"]):
-            directory = read_directory(node["working-directory"], checker, problems)
+            directory = read_directory(
+                node["working-directory"],
+                checker,
+                problems,
+                scope("working-directory", _STEP_CONTEXTS),
+            )
         if "env" in node:
             env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True)
             env = parse_env(node["env"], env_scope, checker, problems)

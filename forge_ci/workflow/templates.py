@@ -6,14 +6,20 @@ availability table, narrowed to the contexts forge-ci provides), the matrix keys
 direct ``needs`` and the ids of earlier steps. A reference outside the scope is a located error
 here rather than an empty string at run time.
 
-Contexts forge-ci provides:
+Contexts forge-ci provides (docs/workflow-syntax.md, "Contexts"):
 
-    github    five fields captured at run creation (see ``GITHUB_FIELDS``)
+    github    the fields of ``GITHUB_FIELDS``; ``github.event`` is the event payload
     matrix    the static matrix values of one job instance
     strategy  fail-fast, max-parallel, job-index, job-total
     needs     <job>.outputs.<name> and <job>.result of direct dependencies
     steps     <id>.outputs.<name>, <id>.outcome, <id>.conclusion of earlier steps
-    secrets   only as a whole env value: NAME: ${{ secrets.NAME }}
+    runner    os, arch, name, temp, tool_cache, debug (the runner's, at run time)
+    env       the step's environment as the workflow set it (at run time)
+    job       status; container and services (always empty)
+    inputs    the dispatch's inputs ({} for other events)
+    vars      repository variables (an empty object until the variable store exists)
+    secrets   as a whole env value (NAME: ${{ secrets.NAME }}) and, in run, as a whole
+              ${{ secrets.NAME }} part (passed through an environment variable)
 """
 
 from __future__ import annotations
@@ -36,14 +42,66 @@ from forge_ci.workflow.expressions import (
 from forge_ci.workflow.loader import Source
 from forge_ci.workflow.nodes import Scalar
 
-#: The captured run-context fields (seed: "Run Context and Environment References").
-GITHUB_FIELDS = ("repository", "sha", "event_name", "head_ref", "base_ref")
+#: The github context (GitHub's "Contexts reference"; which are queue-time, claim-time and
+#: run-time is in docs/workflow-syntax.md).
+GITHUB_FIELDS = (
+    "action",
+    "action_path",
+    "actor",
+    "api_url",
+    "base_ref",
+    "event",
+    "event_name",
+    "head_ref",
+    "job",
+    "ref",
+    "ref_name",
+    "ref_protected",
+    "ref_type",
+    "repository",
+    "repository_id",
+    "repository_owner",
+    "retention_days",
+    "run_attempt",
+    "run_id",
+    "run_number",
+    "server_url",
+    "sha",
+    "token",
+    "triggering_actor",
+    "workflow",
+    "workflow_ref",
+    "workflow_sha",
+    "workspace",
+)
 STRATEGY_FIELDS = ("fail-fast", "max-parallel", "job-index", "job-total")
+RUNNER_FIELDS = ("arch", "debug", "name", "os", "temp", "tool_cache")
+JOB_FIELDS = ("container", "services", "status")
 #: Contexts resolved while the plan is built, because they are fixed per job instance.
 STATIC_CONTEXTS = frozenset({"matrix", "strategy"})
-FORGE_CONTEXTS = frozenset({"github", "matrix", "strategy", "needs", "steps", "secrets"})
+FORGE_CONTEXTS = frozenset(
+    {
+        "github",
+        "matrix",
+        "strategy",
+        "needs",
+        "steps",
+        "secrets",
+        "runner",
+        "env",
+        "job",
+        "inputs",
+        "vars",
+    }
+)
 #: GitHub contexts forge-ci does not provide; named in messages as unsupported, not unknown.
-GITHUB_ONLY_CONTEXTS = frozenset({"env", "vars", "job", "jobs", "runner", "inputs"})
+GITHUB_ONLY_CONTEXTS = frozenset({"jobs"})
+#: Contexts known when the run is queued (besides the static ones).
+QUEUE_CONTEXTS = frozenset({"github", "inputs", "vars"})
+#: Contexts the runner provides for step keys (GitHub's availability for steps).
+STEP_CONTEXTS = frozenset(
+    {"github", "needs", "matrix", "strategy", "steps", "runner", "env", "job", "inputs", "vars"}
+)
 
 #: Matrix keys of a job whose strategy is invalid: every key is accepted to avoid noise.
 ANY_MATRIX_KEY = frozenset({"*"})
@@ -59,6 +117,8 @@ class Scope:
     contexts: frozenset[str]
     conditions: bool = False
     whole_secret: bool = False
+    #: In run: each ``${{ secrets.NAME }}`` part is allowed (passed through the environment).
+    secret_parts: bool = False
     matrix_keys: frozenset[str] | None = None
     needs: frozenset[str] = frozenset()
     steps: frozenset[str] = frozenset()
@@ -70,6 +130,7 @@ class Scope:
             contexts=contexts,
             conditions=changes.get("conditions", False),
             whole_secret=changes.get("whole_secret", False),
+            secret_parts=changes.get("secret_parts", False),
             matrix_keys=self.matrix_keys,
             needs=self.needs,
             steps=changes.get("steps", self.steps),
@@ -278,13 +339,14 @@ class ExpressionChecker:
     def _check_secret(
         self, expr: Expr, scalar: Scalar, offset: int, scope: Scope, whole: bool
     ) -> None:
-        if scope.whole_secret and whole and _SECRET_REF.match(expr.source):
+        if (scope.whole_secret and whole or scope.secret_parts) and _SECRET_REF.match(expr.source):
             return
         self._error(
             scalar,
             offset,
             "secrets can only be used as a whole env value, like NAME: ${{ secrets.NAME }}"
-            + ("" if scope.whole_secret else f" (not in {scope.where})"),
+            + (", or as a whole ${{ secrets.NAME }} in run" if scope.secret_parts else "")
+            + ("" if scope.whole_secret or scope.secret_parts else f" (not in {scope.where})"),
         )
 
     def secret(self, template: Template) -> SecretRef | None:
@@ -306,6 +368,8 @@ def secret_name_problem(name: str) -> str | None:
     if len(name) > 100:
         return f"the secret name {name[:20]}... is longer than 100 characters"
     upper = name.upper()
+    if upper == "GITHUB_TOKEN":
+        return None  # the job token (github.token), not a stored secret
     for prefix in ("GITHUB_", "FORGE_CI_", "RUNNER_"):
         if upper.startswith(prefix):
             return f"the secret name {name} uses the reserved prefix {prefix}"
@@ -325,6 +389,10 @@ def _context_refusal(context: str, where: str) -> str:
     return f"unrecognized named-value '{context}'{hint}"
 
 
+#: Contexts with a fixed set of fields, checked by name.
+_FIXED_FIELDS = {"runner": RUNNER_FIELDS, "job": JOB_FIELDS}
+
+
 def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope) -> str | None:
     """What is wrong with one context path such as ('needs', 'build', 'outputs', 'x')."""
     root = path[0]
@@ -332,9 +400,20 @@ def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope)
     if root == "github":
         fields = ", ".join(f"github.{name}" for name in GITHUB_FIELDS)
         if len(path) < 2:
-            return f"use one github field ({fields}), not the whole github context"
+            return (
+                "use one github field (like github.sha or github.event.head_commit), not the "
+                "whole github context"
+            )
         if path[1] not in GITHUB_FIELDS:
-            return f"github.{written[1]} is not available; forge-ci provides {fields}"
+            hint = did_you_mean(str(written[1]), GITHUB_FIELDS)
+            return f"github.{written[1]} is not available{hint}; forge-ci provides {fields}"
+        if len(path) > 2 and path[1] != "event":
+            return f"github.{written[1]} is text; it has no field {written[2]!r}"
+    elif root in _FIXED_FIELDS:
+        known = _FIXED_FIELDS[root]
+        if len(path) >= 2 and path[1] not in known:
+            hint = did_you_mean(str(written[1]), known)
+            return f"{root}.{written[1]} does not exist{hint}; use {', '.join(known)}"
     elif root == "matrix":
         if scope.matrix_keys is None:
             return f"the matrix context is only available in a job with strategy.matrix ({where})"

@@ -77,7 +77,6 @@ PROFILED_INSIDE_BUT_REFUSED = {
         "dynamic_shell_name.yaml": LITERAL_SHELL,
         "issue-113.yaml": ENV_CONTEXT,
         "issue-280_runs_on.yaml": RUNNER_GROUPS,
-        "issue-355-shellcheck-sc2043.yaml": GITHUB_FIELDS,
         "issue-384_narrow-logical-op.yaml": LITERAL_TIMEOUT,
         "issue-409-shellcheck-default-shell.yaml": SHELLS,
         "issue-45.yaml": GITHUB_FIELDS,
@@ -105,7 +104,7 @@ READER_REFUSED_ON_PURPOSE = {
     "background-steps.yml": "'background' is not a step key",  # experimental GitHub feature
     "bad-character.yml": SECRETS_WHOLE,
     "coercion-to-string.yml": TAGS_YAML,
-    "concurrency.yml": GITHUB_FIELDS,
+    "concurrency.yml": JOB_CONCURRENCY,
     "escape-html-values.yml": "is one expression: write it without ${{ }}",
     "events-mapping-all.yml": BOTH_FILTERS,
     "id-to-long.yml": DOCKER,

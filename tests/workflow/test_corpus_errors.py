@@ -17,6 +17,8 @@ Two changes of the same errors are intended and allowed for:
 * ``uses: OWNER/REPO@REF`` actions are accepted since issue #15: the old refusal of a reference
   that is valid now is gone, and a reference that is still refused (``docker://``, bad syntax)
   is refused at the same position with the new reason.
+* issue #16's contexts: the refusals of contexts and fields forge-ci now provides are gone
+  (``_NOW_SUPPORTED``); a github field that is still unknown is named with the new field list.
 
 Issue #16 made some refusals acceptances, each listed in ``TRANSITIONS`` (the fixture stays the
 record of what main refused then): an error that became a *notice* must now be a notice of the
@@ -70,6 +72,21 @@ def _action_now_accepted(error: str, now: list[str]) -> bool:
     except ReferenceInvalid:
         return any(_split(candidate)[:2] == (line, column) for candidate in now)
     return True
+
+
+#: Refusals of contexts that issue #16 made available: losing them is the point.
+_CONTEXTS_NOW_SUPPORTED = re.compile(
+    r"github\.\S+ is not available; forge-ci provides github\.repository, github\.sha, "
+    r"github\.event_name, github\.head_ref, github\.base_ref\Z"
+    r"|the (env|runner|job|inputs|vars) context is not supported by forge-ci\Z"
+    r"|the (github|steps|needs|env|runner|job|inputs|vars) context is not available in a step name"
+    r"|secrets can only be used as a whole env value, like NAME: \$\{\{ secrets\.NAME \}\} "
+    r"\(not in run\)\Z"
+    r"|use one github field \(github\.repository, github\.sha, github\.event_name, "
+    r"github\.head_ref, github\.base_ref\), not the whole github context\Z"
+    r"|the secret name GITHUB_TOKEN uses the reserved prefix GITHUB_\Z"
+    r"|expressions are not allowed in working-directory; write the value literally\Z"
+)
 
 
 def _split(error: str) -> tuple[int, int, str]:
@@ -199,7 +216,11 @@ def _kept(error: str, now: list[str]) -> bool:
     if error in now or _action_now_accepted(error, now):
         return True
     line, column, message = _split(error)
-    if _NOW_SUPPORTED.match(message) or _CHECKOUT_NO_INPUTS.match(message):
+    if (
+        _NOW_SUPPORTED.match(message)
+        or _CHECKOUT_NO_INPUTS.match(message)
+        or _CONTEXTS_NOW_SUPPORTED.match(message)
+    ):
         return True
     message = _unhinted(_reworded(message))
     for candidate in now:

@@ -152,7 +152,7 @@ def test_public_value_replaces_a_secret_of_an_outer_scope(plan_of: PlanOf) -> No
         ("  T: ${{ format('{0}', secrets.X) }}\n", "secrets can only be used as a whole env value"),
         ("  T: ${{ secrets['X'] }}\n", "secrets can only be used as a whole env value"),
         ("  T: ${{ secrets }}\n", "secrets can only be used as a whole env value"),
-        ("  T: ${{ secrets.GITHUB_TOKEN }}\n", "uses the reserved prefix GITHUB_"),
+        ("  T: ${{ secrets.GITHUB_APP }}\n", "uses the reserved prefix GITHUB_"),
         ("  T: ${{ secrets.FORGE_CI_X }}\n", "uses the reserved prefix FORGE_CI_"),
     ],
 )
@@ -160,11 +160,16 @@ def test_refused_secret_uses_in_env(refuse: Refuse, text_env: str, reason: str) 
     assert reason in messages(refuse(workflow(step_env=text_env)))
 
 
+def test_github_token_is_the_job_token_not_a_stored_secret(plan_of: PlanOf) -> None:
+    plan = plan_of(workflow(step_env="  T: ${{ secrets.GITHUB_TOKEN }}\n"))
+    assert step_env(plan) == {"T": {"template": [{"expr": "github.token"}]}}
+
+
 def test_secrets_are_refused_outside_env(refuse: Refuse) -> None:
-    diagnostics = refuse(workflow(run="echo ${{ secrets.X }}"))
+    diagnostics = refuse(workflow(run="echo ${{ secrets.X || 'none' }}"))
     assert (
-        "secrets can only be used as a whole env value, like NAME: ${{ secrets.NAME }} "
-        "(not in run)" in messages(diagnostics)
+        "secrets can only be used as a whole env value, like NAME: ${{ secrets.NAME }}, "
+        "or as a whole ${{ secrets.NAME }} in run" in messages(diagnostics)
     )
     text = workflow().replace("      - run: echo hi", "      - run: echo hi\n        if: secrets.X")
     assert "(not in a step's if)" in messages(refuse(text))

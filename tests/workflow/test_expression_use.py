@@ -79,6 +79,15 @@ def workflow(**values: str) -> str:
         ("step_env", "${{ steps.EARLY.conclusion }}"),
         ("step_env", "${{ toJSON(matrix) }}"),
         ("run", "echo ${{ format('{0}', github['sha']) }}"),
+        ("step_name", "${{ github.sha }} ${{ steps.early.outcome }} ${{ runner.os }}"),
+        ("run", "echo ${{ env.HOME }} ${{ runner.os }} ${{ runner.temp }} ${{ job.status }}"),
+        ("run", "echo ${{ vars.X }} ${{ inputs.x }} ${{ github.ref }} ${{ github.ref_name }}"),
+        ("run", "echo ${{ github.event.after }} ${{ github.event.head_commit.message }}"),
+        ("run", "echo ${{ github.workflow }} ${{ github.run_id }} ${{ github.token }}"),
+        ("run", "echo ${{ secrets.X }} ${{ secrets.GITHUB_TOKEN }}"),
+        ("workflow_env", "${{ inputs.x }}-${{ vars.Y }}-${{ github.event.ref }}"),
+        ("job_if", "inputs.deploy && vars.ENABLED == 'yes' && github.ref_type == 'branch'"),
+        ("step_if", "runner.os == 'Linux' && env.X == 'a' && job.status == 'success'"),
     ],
 )
 def test_allowed_uses(accept: Accept, key: str, value: str) -> None:
@@ -107,12 +116,10 @@ def test_allowed_uses(accept: Accept, key: str, value: str) -> None:
             "${{ needs.first.output }}",
             "needs.first.output does not exist; use outputs or result",
         ),
-        ("step_name", "${{ github.sha }}", "the github context is not available in a step name"),
-        (
-            "step_name",
-            "${{ steps.early.outcome }}",
-            "the steps context is not available in a step name",
-        ),
+        ("step_name", "${{ secrets.X }}", "(not in a step name)"),
+        ("workflow_env", "${{ runner.os }}", "the runner context is not available in workflow env"),
+        ("job_env", "${{ env.X }}", "the env context is not available in job env"),
+        ("job_if", "job.status == 'x'", "the job context is not available in a job's if"),
         (
             "step_if",
             "steps.later.outcome == 'success'",
@@ -125,11 +132,10 @@ def test_allowed_uses(accept: Accept, key: str, value: str) -> None:
             'strategy.fail_fast does not exist; did you mean "fail-fast"?',
         ),
         ("run", "echo ${{ success() }}", "success() can only be used in an if condition"),
-        ("run", "echo ${{ env.HOME }}", "the env context is not supported by forge-ci"),
-        ("run", "echo ${{ runner.os }}", "the runner context is not supported by forge-ci"),
-        ("run", "echo ${{ vars.X }}", "the vars context is not supported by forge-ci"),
-        ("run", "echo ${{ inputs.x }}", "the inputs context is not supported by forge-ci"),
-        ("run", "echo ${{ job.status }}", "the job context is not supported by forge-ci"),
+        ("run", "echo ${{ runner.cpu }}", "runner.cpu does not exist; use arch, debug"),
+        ("run", "echo ${{ job.steps }}", "job.steps does not exist; use container"),
+        ("run", "echo ${{ github.sha.short }}", "github.sha is text; it has no field 'short'"),
+        ("run", "echo ${{ jobs.x.result }}", "the jobs context is not supported by forge-ci"),
         (
             "run",
             "echo ${{ gihtub.sha }}",
@@ -137,10 +143,9 @@ def test_allowed_uses(accept: Accept, key: str, value: str) -> None:
         ),
         (
             "run",
-            "echo ${{ github.ref }}",
-            "github.ref is not available; forge-ci provides github.repository",
+            "echo ${{ github.refname }}",
+            'github.refname is not available; did you mean "ref_name"?',
         ),
-        ("run", "echo ${{ github.event.after }}", "github.event is not available"),
         ("run", "echo ${{ toJSON(github) }}", "use one github field"),
         ("run", "echo ${{ hashFiles('**/x') }}", "hashFiles() is not supported by forge-ci"),
         ("run", "echo ${{ nope(1) }}", "Unrecognized function: 'nope'"),
@@ -165,7 +170,7 @@ def test_expression_errors_point_into_the_source(refuse: Refuse) -> None:
 
 
 def test_expression_position_inside_quoted_value(refuse: Refuse) -> None:
-    diagnostics = refuse(workflow(run="'echo ${{ env.X }}'"))
+    diagnostics = refuse(workflow(run="'echo ${{ jobs.X }}'"))
     assert [(d.line, d.column) for d in diagnostics] == [(26, 24)]
 
 

@@ -71,7 +71,7 @@ def test_job_plan_defaults(plan_of: PlanOf) -> None:
         ("if: ''", "a job's if needs an expression"),
         ("outputs:\n  bad.name: x", "the output name 'bad.name' is invalid"),
         ("outputs: x", "outputs must be a mapping"),
-        ("name: ${{ github.sha }}", "the github context is not available in a job name"),
+        ("name: ${{ steps.a.outcome }}", "the steps context is not available in a job name"),
         ("defaults:\n  run:\n    shell: zsh", "shell 'zsh' is not supported"),
     ],
 )
@@ -261,11 +261,22 @@ def test_concurrency(plan_of: PlanOf, refuse: Refuse) -> None:
     }
     plan = plan_of("concurrency:\n  group: deploy\n  cancel-in-progress: true\n" + workflow(job()))
     assert plan["concurrency"] == {"group": "deploy", "cancel_in_progress": True}
+    plan = plan_of(
+        "concurrency:\n  group: g\n  cancel-in-progress: ${{ github.ref != 'refs/heads/main' }}\n"
+        + workflow(job())
+    )
+    assert plan["concurrency"]["cancel_in_progress"] == {"expr": "github.ref != 'refs/heads/main'"}
     for text, reason in [
+        ("concurrency:\n  group: g\n  cancel-in-progress: ${{ runner.os }}\n", "runner context"),
+        (
+            "concurrency:\n  group: g\n  cancel-in-progress: x${{ true }}\n",
+            "cancel-in-progress must be true, false or one ${{ }} expression",
+        ),
         ("concurrency:\n  cancel-in-progress: true\n", "concurrency needs a group"),
         ("concurrency: ''\n", "concurrency.group must not be empty"),
         ("concurrency:\n  group: g\n  queue: max\n", "'queue' is not a concurrency key"),
-        ("concurrency: ${{ github.ref }}\n", "github.ref is not available"),
+        ("concurrency: ${{ github.refs }}\n", "github.refs is not available"),
+        ("concurrency: ${{ runner.os }}\n", "the runner context is not available"),
         (
             "concurrency: ${{ matrix.x }}\n",
             "the matrix context is not available in concurrency.group",
@@ -296,3 +307,16 @@ def test_at_most_64_outputs_the_runner_protocol_can_carry(plan_of: PlanOf, refus
 
     assert len(plan_of(with_outputs(64))["jobs"][0]["outputs"]) == 64
     assert "a job has at most 64 outputs" in messages(refuse(with_outputs(65)))
+
+
+def test_job_names_may_use_what_is_known_when_the_run_is_queued(
+    plan_of: PlanOf, refuse: Refuse
+) -> None:
+    plan = plan_of(workflow(job("name: Build ${{ github.ref_name }} ${{ inputs.level }}")))
+    assert plan["jobs"][0]["name"] == {
+        "template": ["Build ", {"expr": "github.ref_name"}, " ", {"expr": "inputs.level"}]
+    }
+    text = workflow(job("name: ${{ runner.os }}"))
+    assert "the runner context is not available in a job name" in messages(refuse(text))
+    text = workflow(job("name: ${{ needs.x.result }}"))
+    assert "the needs context is not available in a job name" in messages(refuse(text))

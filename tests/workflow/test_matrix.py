@@ -161,8 +161,10 @@ def test_inserted_matrix_values_stay_text_beside_runtime_expressions(plan_of: Pl
             "      - run: echo ${{ matrix.v }} ${{ steps.a.outputs.x }}\n",
         )
     )
-    run = plan["jobs"][0]["steps"][1]["run"]
-    assert run == {"template": ["echo $(reboot) '}} ", {"expr": "steps.a.outputs.x"}]}
+    step = plan["jobs"][0]["steps"][1]
+    # The matrix value is text of the script; the step output reaches it as a variable.
+    assert step["run"] == "echo $(reboot) '}} ${_FORGE_CI_EXPR_1}"
+    assert step["env"]["_FORGE_CI_EXPR_1"] == {"template": [{"expr": "steps.a.outputs.x"}]}
 
 
 @pytest.mark.parametrize(

@@ -140,11 +140,11 @@ def test_a_refused_actions_env_and_if_are_checked(refuse: Refuse) -> None:
             runs-on: self-hosted
             steps:
               - uses: docker://node:20
-                if: github.event.pull_request.draft == false
+                if: github.event.pull_request.draft == runner.nope
                 env:
                   GITHUB_SHA: x
         """
     found = messages(refuse(text))
     assert "6:15: uses: docker://node:20: Docker container actions are not supported" in found
-    assert "github.event is not available" in found
+    assert "runner.nope does not exist" in found
     assert "9:11: GITHUB_SHA is set by the runner; a workflow cannot override it" in found

@@ -166,9 +166,23 @@ def test_refused_working_directories(path: str) -> None:
     assert working_directory_problem(path) is not None
 
 
-def test_working_directory_is_literal(refuse: Refuse) -> None:
+def test_working_directory_may_be_an_expression(plan_of: PlanOf, refuse: Refuse) -> None:
+    plan = plan_of(steps("run: a\nworking-directory: ${{ github.workspace }}/build"))
+    directory = plan["jobs"][0]["steps"][0]["working_directory"]
+    assert directory == {"template": [{"expr": "github.workspace"}, "/build"]}
     diagnostics = refuse(steps("run: a\nworking-directory: ${{ matrix.dir }}"))
-    assert "expressions are not allowed in working-directory" in messages(diagnostics)
+    assert "the matrix context is only available in a job with strategy.matrix" in messages(
+        diagnostics
+    )
+    diagnostics = refuse(steps("run: a\nworking-directory: ${{ secrets.X }}"))
+    assert "(not in working-directory)" in messages(diagnostics)
+
+
+def test_defaults_working_directory_stays_literal(refuse: Refuse) -> None:
+    text = steps("run: a").replace(
+        "jobs:", "defaults:\n  run:\n    working-directory: ${{ github.workspace }}\njobs:"
+    )
+    assert "expressions are not allowed in working-directory" in messages(refuse(text))
 
 
 def test_defaults_keys_are_checked(refuse: Refuse) -> None:

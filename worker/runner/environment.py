@@ -4,7 +4,9 @@ Layers, later ones win::
 
     fixed       PATH (GITHUB_PATH additions first), HOME=<workspace>/.home,
                 TMPDIR=RUNNER_TEMP=<workspace>/.tmp, LANG=C.UTF-8, CI=true, FORGE_CI=true,
-                RUNNER_OS=Linux, RUNNER_TOOL_CACHE=/opt/hostedtoolcache (the image's tool cache)
+                GITHUB_ACTIONS=true, RUNNER_OS=Linux, RUNNER_ARCH, RUNNER_NAME,
+                RUNNER_TOOL_CACHE=/opt/hostedtoolcache (the image's tool cache),
+                GITHUB_EVENT_PATH (the event payload)
     run         GITHUB_* and FORGE_CI_* facts of the run, job, attempt and step, and the
                 GITHUB_ENV / GITHUB_PATH / GITHUB_OUTPUT files of this step
     job         what earlier steps wrote to GITHUB_ENV
@@ -17,11 +19,12 @@ name in the plan's env is refused, as the workflow engine refuses it.
 
 from __future__ import annotations
 
-import platform
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from worker.runner.contexts import runner_arch
 from worker.runner.filecommands import CommandFiles, reserved_env_name
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -42,6 +45,14 @@ _GITHUB_VARIABLES = {
     "job": "GITHUB_JOB",
     "workflow": "GITHUB_WORKFLOW",
     "actor": "GITHUB_ACTOR",
+    "repository_id": "GITHUB_REPOSITORY_ID",
+    "triggering_actor": "GITHUB_TRIGGERING_ACTOR",
+    "workflow_ref": "GITHUB_WORKFLOW_REF",
+    "workflow_sha": "GITHUB_WORKFLOW_SHA",
+    "server_url": "GITHUB_SERVER_URL",
+    "api_url": "GITHUB_API_URL",
+    "retention_days": "GITHUB_RETENTION_DAYS",
+    "ref_protected": "GITHUB_REF_PROTECTED",
 }
 
 
@@ -67,6 +78,11 @@ class Layout:
     runner_dir: str
 
 
+def _runner_name() -> str:
+    """RUNNER_NAME / runner.name: the job container's host name (one container per job)."""
+    return "forge-ci-" + (socket.gethostname() or "runner")
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -75,20 +91,32 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def job_environment(github: Mapping[str, Any], layout: Layout, job_key: str) -> dict[str, str]:
-    """The fixed and run layers, shared by every step of the job."""
+def job_environment(
+    github: Mapping[str, Any], layout: Layout, job_key: str, event_path: str = ""
+) -> dict[str, str]:
+    """The fixed and run layers, shared by every step of the job.
+
+    ``event_path``: the event payload's file (GITHUB_EVENT_PATH). The job token is not here:
+    a step gets it only by naming it (``${{ github.token }}`` / ``${{ secrets.GITHUB_TOKEN }}``),
+    as on GitHub.
+    """
     env = {
         "HOME": layout.home,
         "TMPDIR": layout.tmp,
         "RUNNER_TEMP": layout.tmp,
         "RUNNER_OS": "Linux",
         "RUNNER_TOOL_CACHE": TOOL_CACHE,
+        "RUNNER_ARCH": runner_arch(),
+        "RUNNER_NAME": _runner_name(),
         "LANG": "C.UTF-8",
         "CI": "true",
         "FORGE_CI": "true",
+        "GITHUB_ACTIONS": "true",
         "GITHUB_WORKSPACE": layout.workspace,
         "FORGE_CI_JOB_KEY": job_key,
     }
+    if event_path:
+        env["GITHUB_EVENT_PATH"] = event_path
     for key, name in _GITHUB_VARIABLES.items():
         value = _text(github.get(key))
         if value is not None:
@@ -135,18 +163,3 @@ def step_environment(
         if "\x00" in value or "\x00" in name or "=" in name:
             raise StepEnvironmentError(f"env {name[:80]!r} contains a NUL character or '='")
     return env
-
-
-def runner_context(job_env: Mapping[str, str]) -> dict[str, str]:
-    """The ``runner`` context of expressions (action defaults read ``runner.debug``)."""
-    machine = platform.machine().lower()
-    arch = {"x86_64": "X64", "amd64": "X64", "aarch64": "ARM64", "arm64": "ARM64"}.get(machine, "")
-    return {
-        "os": "Linux",
-        "arch": arch or machine.upper(),
-        "name": job_env.get("RUNNER_NAME", "forge-ci"),
-        "temp": job_env.get("RUNNER_TEMP", ""),
-        "tool_cache": job_env.get("RUNNER_TOOL_CACHE", ""),
-        "debug": "",
-        "environment": "self-hosted",
-    }

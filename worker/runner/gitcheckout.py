@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 from forge_ci import protocol
 from forge_ci.protocol import SourceRequest, request_body
-from worker.runner.checkout import RUNNER_NAMES, CheckoutError
+from worker.runner.checkout import RUNNER_NAMES, CheckoutError, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
 from worker.runner.watchdog import Watchdog
@@ -242,3 +242,48 @@ def git_check_out(
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+PERSIST_NOTICE = (
+    "notice: persist-credentials is accepted and has no effect: the checkout uses no credentials "
+    "and leaves none in .git\n"
+)
+
+
+def checkout_lines(
+    client: ApiClient,
+    source_archive_path: str,
+    execution_id: str,
+    directories: tuple[str, str, str],
+    inputs: Mapping[str, object],
+    sha: str,
+    watchdog: Watchdog,
+    interrupted: Callable[[], bool],
+) -> list[str]:
+    """Check out the job's source; what to say in the log. CheckoutError when it cannot.
+
+    ``directories`` are the workspace, HOME and TMPDIR. Without inputs (the job's implicit
+    checkout, plans before issue #15) the pinned tree is extracted from the archive; with
+    inputs, a git checkout with history from the source bundle.
+    """
+    workspace, home, tmp = directories
+    if not inputs:
+        extracted = check_out(
+            client, source_archive_path, execution_id, workspace, watchdog, interrupted
+        )
+        return [f"Checked out {sha}: {extracted.files} files, {extracted.bytes} bytes\n"]
+    lines = [PERSIST_NOTICE] if "persist-credentials" in inputs else []
+    environment = git_environment(home, tmp)
+    lines.append(
+        git_check_out(
+            client,
+            source_archive_path,
+            execution_id,
+            workspace,
+            environment,
+            inputs,
+            watchdog,
+            interrupted,
+        )
+    )
+    return lines

@@ -42,22 +42,33 @@ from forge_ci.protocol import (
 )
 from worker.runner.actions.executor import ActionFailed, ActionSteps
 from worker.runner.actions.trees import ActionTrees
-from worker.runner.checkout import CheckoutError, check_out
+from worker.runner.checkout import CheckoutError
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
-from worker.runner.environment import Layout, job_environment, runner_context
+from worker.runner.contexts import (
+    env_context,
+    runner_context,
+    step_contexts,
+    write_event,
+)
+from worker.runner.environment import Layout, job_environment
 from worker.runner.evaluation import (
     EvaluationError,
     condition_holds,
     continues_on_error,
     render,
 )
-from worker.runner.gitcheckout import git_check_out, git_environment
+from worker.runner.gitcheckout import checkout_lines
 from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
 from worker.runner.scripts import ProcessFailed, ScriptRunner
-from worker.runner.step_secrets import fetch_step_secrets
+from worker.runner.stepenv import (
+    StepSetupError,
+    ask_for_secrets,
+    render_env,
+    working_directory,
+)
 from worker.runner.uploader import Uploader
 from worker.runner.watchdog import STOP_CONCLUSIONS, Watchdog
 
@@ -66,10 +77,6 @@ FINAL_LOG_SECONDS = 3.0
 FINAL_COMPLETE_SECONDS = 3.0
 #: How long a finished step waits for its output to be delivered before it is reported.
 STEP_LOG_SECONDS = 5.0
-PERSIST_NOTICE = (
-    "notice: persist-credentials is accepted and has no effect: the checkout uses no credentials "
-    "and leaves none in .git\n"
-)
 #: ``github.token`` when the server sends none: there is no GitHub API to call, but actions
 #: whose ``token`` input is required (github-script) must get a non-empty value.
 NO_GITHUB_TOKEN = "forge-ci-has-no-github-api"
@@ -111,10 +118,6 @@ def check_surroundings(runner_input: RunnerInput) -> Layout:
         tmp=os.path.join(workspace, ".tmp"),
         runner_dir="",
     )
-
-
-def _contains(root: str, path: str) -> bool:
-    return path == root or path.startswith(root + os.sep)
 
 
 class JobRunner:
@@ -266,8 +269,10 @@ class JobRunner:
         assert self.layout is not None
         for directory in (self.layout.home, self.layout.tmp):
             os.mkdir(directory, 0o700)
+        github = self.assignment.contexts["github"]
+        event_path = write_event(self.layout.runner_dir, github.get("event"))
         self.scripts.job_env = job_environment(
-            self.assignment.contexts["github"], self.layout, self.assignment.job_key
+            github, self.layout, self.assignment.job_key, event_path=event_path
         )
         # A runner started elsewhere than the image (tests on the host) names its tool cache.
         tool_cache = os.environ.get("RUNNER_TOOL_CACHE")
@@ -275,16 +280,20 @@ class JobRunner:
             self.scripts.job_env["RUNNER_TOOL_CACHE"] = tool_cache
         self.runner_context = runner_context(self.scripts.job_env)
 
-    def _contexts(self) -> dict[str, Any]:
-        contexts = self.assignment.contexts
-        return {
-            "github": {"token": NO_GITHUB_TOKEN, **contexts["github"]},
-            "matrix": contexts.get("matrix") or {},
-            "strategy": contexts.get("strategy") or {},
-            "needs": contexts.get("needs") or {},
-            "steps": self.steps_context,
-            "runner": self.runner_context,
-        }
+    def _contexts(self, step_id: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Every context an expression of step ``step_id`` may read (``env``: its step env)."""
+        assert self.layout is not None
+        contexts = step_contexts(
+            self.assignment.contexts,
+            workspace=self.layout.workspace,
+            step_id=step_id,
+            runner=self.runner_context,
+            failed=self.failed,
+            env=env_context(self.scripts.added_env, env or {}),
+            steps=self.steps_context,
+        )
+        contexts["github"].setdefault("token", NO_GITHUB_TOKEN)
+        return contexts
 
     def _interrupted(self) -> bool:
         return self.watchdog.step_expired()
@@ -318,23 +327,22 @@ class JobRunner:
             return {}
         return self._job_outputs()
 
-    def _check_out(self, step_id: str) -> None:
-        """Fetch and extract the pinned commit into the workspace, and say so in the log."""
+    def _check_out(self, step_id: str, inputs: dict[str, Any] | None = None) -> None:
+        """Fetch the pinned commit into the workspace (with history when the checkout step has
+        inputs), and say so in the log."""
         assert self.layout is not None
-        extracted = check_out(
+        layout = self.layout
+        for line in checkout_lines(
             self.client,
             self.assignment.source_archive_path,
             self.execution_id,
-            self.layout.workspace,
+            (layout.workspace, layout.home, layout.tmp),
+            inputs or {},
+            str(self.assignment.contexts["github"].get("sha", "")),
             self.watchdog,
             self._interrupted,
-        )
-        sha = str(self.assignment.contexts["github"].get("sha", ""))
-        self.uploader.write(
-            step_id,
-            "stdout",
-            f"Checked out {sha}: {extracted.files} files, {extracted.bytes} bytes\n",
-        )
+        ):
+            self.uploader.write(step_id, "stdout", line)
 
     def _record(
         self,
@@ -352,14 +360,17 @@ class JobRunner:
         self.report.steps.append(StepRecord(step_id, outcome, conclusion, exit_code))
 
     def _step(self, step: AssignmentStep) -> None:
-        contexts = self._contexts()
+        written = {name: v for name, v in step.env.items() if isinstance(v, str)}
+        contexts = self._contexts(step.id, written)
         status = "failure" if self.failed else "success"
         try:
+            # The env context of the condition has the step's literal env values: its templates
+            # and secrets are rendered once the step runs (secrets are asked for then).
             runs = condition_holds(step.condition, contexts, status, f"step {step.id}: if")
             continue_on_error = continues_on_error(
                 step.continue_on_error, contexts, f"step {step.id}: continue-on-error"
             )
-        except EvaluationError as exc:
+        except (EvaluationError, StepFailed) as exc:
             self.note(step.id, str(exc))
             self.failed = True
             if self.report_step(step.id, "completed", "failure"):
@@ -453,95 +464,49 @@ class JobRunner:
             self._record(step_id, outcome, conclusion, exit_code, outputs)
 
     def _checkout_step(self, step: AssignmentStep) -> None:
-        """With inputs (plans since issue #15): a git checkout; older plans: the archive."""
         try:
-            if not step.inputs:
-                self._check_out(step.id)
-                return
-            assert self.layout is not None
-            if "persist-credentials" in step.inputs:
-                self.uploader.write(step.id, "stdout", PERSIST_NOTICE)
-            line = git_check_out(
-                self.client,
-                self.assignment.source_archive_path,
-                self.execution_id,
-                self.layout.workspace,
-                git_environment(self.layout.home, self.layout.tmp),
-                step.inputs,
-                self.watchdog,
-                self._interrupted,
-            )
-            self.uploader.write(step.id, "stdout", line)
+            self._check_out(step.id, dict(step.inputs))
         except CheckoutError as exc:
             raise StepFailed(str(exc)) from None
 
     def directory(self, relative: str) -> str:
         assert self.layout is not None
-        root = self.layout.workspace
-        if not relative:
-            return root
-        if relative.startswith("/") or "\x00" in relative:
-            raise StepFailed(f"working-directory {relative!r} must be relative to the workspace")
-        resolved = os.path.realpath(os.path.join(root, relative))
-        if not _contains(root, resolved):
-            raise StepFailed(f"working-directory {relative!r} leads outside the workspace")
-        if not os.path.isdir(resolved):
-            raise StepFailed(f"working-directory {relative!r} does not exist in the workspace")
-        return resolved
+        try:
+            return working_directory(self.layout.workspace, relative)
+        except StepSetupError as exc:
+            raise StepFailed(str(exc)) from None
 
     def step_env(
         self, step: AssignmentStep, contexts: dict[str, Any]
     ) -> tuple[dict[str, str], dict[str, str]]:
-        """The step's rendered env and its secret values (by env name)."""
-        env: dict[str, str] = {}
-        values: dict[str, str] = {}
-        delivered = self._step_secrets(step)
-        for name, value in step.env.items():
-            if isinstance(value, dict) and "secret" in value:
-                if name not in delivered:
-                    raise StepFailed(
-                        f"env {name}: secret {value['secret']} was not delivered to this step"
-                    )
-                values[name] = delivered[name]
-                continue
-            try:
-                env[name] = render(value, contexts, f"step {step.id}: env {name}")
-            except EvaluationError as exc:
-                raise StepFailed(str(exc)) from None
-        return env, values
-
-    def _step_secrets(self, step: AssignmentStep) -> dict[str, str]:
-        """The running step's secret values, asked for now (none asked when it has none)."""
-        if not any(isinstance(v, dict) and "secret" in v for v in step.env.values()):
-            return {}
-        sent_at = now()
+        """The step's rendered env and secret values (:func:`worker.runner.stepenv.render_env`);
+        the secrets are asked for now, the step being reported running."""
         try:
-            values, status = fetch_step_secrets(
+            delivered = ask_for_secrets(
                 self.client,
                 self.assignment.attempt_id,
                 self.execution_id,
-                step.id,
-                until=self.watchdog.safe_until(),
-                give_up=self._give_up,
+                step,
+                self.watchdog,
+                self._give_up,
             )
-        except NoAnswer as exc:
-            raise StepFailed(f"the step's secrets did not arrive: {exc}") from None
-        except Refused as refused:
-            if refused.attempt is not None:
-                self.watchdog.observe(refused.attempt, sent_at)
-            raise StepFailed(f"the step's secrets were refused: {refused.message}") from None
-        self.watchdog.observe(status, sent_at)
-        return values
+            return render_env(step, contexts, delivered, lambda env: self._contexts(step.id, env))
+        except StepSetupError as exc:
+            raise StepFailed(str(exc)) from None
 
     def _script_step(
         self, step: AssignmentStep, contexts: dict[str, Any]
     ) -> tuple[int, dict[str, str]]:
+        env, values = self.step_env(step, contexts)
+        contexts = self._contexts(step.id, env)
         try:
             script = render(step.run, contexts, f"step {step.id}: run")
+            directory = render(
+                step.working_directory, contexts, f"step {step.id}: working-directory"
+            )
         except EvaluationError as exc:
             raise StepFailed(str(exc)) from None
-        env, values = self.step_env(step, contexts)
-        cwd = self.directory(step.working_directory)
+        cwd = self.directory(directory)
         try:
             result = self.scripts.run(step.id, (step.shell, script), env, values, cwd)
         except ProcessFailed as exc:

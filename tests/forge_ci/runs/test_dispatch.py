@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from forge_ci.errors import InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Run
+from forge_ci.runs.definition import copy_definition
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.runs.pins import PIN_PREFIX, pinned_commit
 from forge_ci.runs.rerun import rerun_run
@@ -43,15 +44,30 @@ def test_dispatch_pins_the_commit_and_stores_the_snapshot(forge: Forge) -> None:
     # The YAML exactly as stored in git, and the context captured once.
     blob = forge.git()[sha].tree / ".github" / "workflows" / "ci.yml"
     assert run.workflow_source.encode() == blob.data
+    event = run.context.pop("event")
     assert run.context == {
         "repository": "alice/demo",
+        "repository_owner": "alice",
         "sha": sha,
+        "ref": "refs/heads/main",
+        "ref_name": "main",
+        "ref_type": "branch",
+        "ref_protected": False,
         "event_name": "workflow_dispatch",
         "head_ref": "",
         "base_ref": "",
-        "event": {"inputs": {}, "ref": "refs/heads/main", "workflow": CI},
         "inputs": {},
+        "actor": "alice",
+        "triggering_actor": "alice",
+        "workflow": "CI",
+        "workflow_ref": f"alice/demo/{CI}@refs/heads/main",
+        "workflow_sha": sha,
     }
+    # The dispatch payload: no inputs yet (the dispatch form's inputs are their own change).
+    assert event["inputs"] == {} and event["ref"] == "refs/heads/main"
+    assert event["workflow"] == CI
+    assert event["repository"]["full_name"] == "alice/demo"
+    assert event["sender"] == {"login": "alice", "type": "User"}
     assert run.plan_digest == plan_digest(run.plan) and run.plan_version == 1
     step_env = run.plan["jobs"][2]["steps"][0]["env"]
     assert step_env == {"TESTED": f"sha={sha}"}
@@ -284,3 +300,40 @@ def test_inputs_that_do_not_fit_create_nothing(
     forge.session.rollback()
     assert forge.session.scalars(select(Run)).all() == []
     assert _pins(forge) == []
+
+
+@pytest.mark.parametrize(
+    ("expression", "cancels"),
+    [("github.ref == 'refs/heads/main'", True), ("github.ref_name != 'main'", False)],
+)
+def test_cancel_in_progress_expressions_are_evaluated_once_at_creation(
+    forge: Forge, expression: str, cancels: bool
+) -> None:
+    extra = f"concurrency:\n  group: g\n  cancel-in-progress: ${{{{ {expression} }}}}\n"
+    forge.commit({CI: workflow(job("build"), extra=extra)})
+    run = forge.dispatch()
+    forge.session.commit()
+    assert run.cancel_in_progress is cancels
+    assert run.plan["concurrency"]["cancel_in_progress"] == {"expr": expression}
+    # A rerun copies the result with the snapshot; nothing is evaluated again.
+    assert copy_definition(run).cancel_in_progress is cancels
+
+
+def test_a_job_if_reads_inputs_and_the_event(forge: Forge) -> None:
+    jobs = job("yes", condition="github.event.workflow == '.github/workflows/ci.yml'") + job(
+        "no", condition="inputs.deploy"
+    )
+    forge.commit({CI: workflow(jobs)})
+    forge.dispatch()
+    forge.session.commit()
+    assert forge.states(1) == {"yes": "queued", "no": "completed/skipped"}
+
+
+def test_job_names_from_the_github_context_are_resolved_at_creation(forge: Forge) -> None:
+    jobs = job("build", body="    name: Build ${{ github.ref_name }} by ${{ github.actor }}")
+    forge.commit({CI: workflow(jobs)})
+    run = forge.dispatch()
+    forge.session.commit()
+    assert forge.job(1, "build").name == "Build main by alice"
+    # The snapshot keeps the template; reruns resolve the same snapshot to the same text.
+    assert run.plan["jobs"][0]["name"]["template"][0] == "Build "

@@ -226,7 +226,10 @@ class ActionSteps:
         try:
             script = render(inner.run, contexts, f"{where}: run")
             env, secrets = self.host.step_env(inner, contexts)
-            cwd = self.host.directory(inner.working_directory)
+            directory_text = render(
+                inner.working_directory, contexts, f"{where}: working-directory"
+            )
+            cwd = self.host.directory(directory_text)
         except EvaluationError as exc:
             self.host.scripts.note(log_id, str(exc))
             return "failure", {}
