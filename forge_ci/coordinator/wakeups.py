@@ -114,22 +114,25 @@ def install_publisher(redis_url: str) -> Publisher:
         return _installed[redis_url]
     publisher = Publisher(redis_url)
     _installed[redis_url] = publisher
+    # Each publisher has its own flag: with one shared flag, the first publisher installed in
+    # the process (another Redis) would take it and this one would never publish.
+    flag = (_FLAG, redis_url)
 
     @event.listens_for(Session, "after_flush")
     def _after_flush(session: Session, _context: Any) -> None:
         for obj in list(session.new) + list(session.dirty):
             if isinstance(obj, Job) and states.QUEUED in inspect(obj).attrs.state.history.added:
-                session.info[_FLAG] = True
+                session.info[flag] = True
                 return
 
     @event.listens_for(Session, "after_commit")
     def _after_commit(session: Session) -> None:
-        if session.info.pop(_FLAG, False):
+        if session.info.pop(flag, False):
             publisher.publish()
 
     @event.listens_for(Session, "after_rollback")
     def _after_rollback(session: Session) -> None:
-        session.info.pop(_FLAG, None)
+        session.info.pop(flag, None)
 
     return publisher
 

@@ -81,9 +81,11 @@ def test_a_refused_reference_is_located(refuse: Refuse) -> None:
 
 
 def test_an_unknown_context_in_with_is_located(refuse: Refuse) -> None:
-    assert "8:18: the runner context is not supported" in messages(
-        refuse(steps("uses: o/r@v1\nwith:\n  x: ${{ runner.os }}"))
+    found = messages(
+        refuse(steps("uses: o/r@v1\nwith:\n  x: ${{ runner.os }}\n  y: ${{ jobs.a }}"))
     )
+    assert "9:18: the jobs context is not supported" in found
+    assert ":8:" not in found and "runner" not in found  # runner is a step context since #16
 
 
 def test_local_action_needs_contents(refuse: Refuse) -> None:

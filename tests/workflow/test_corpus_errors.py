@@ -86,6 +86,8 @@ _CONTEXTS_NOW_SUPPORTED = re.compile(
     r"github\.head_ref, github\.base_ref\), not the whole github context\Z"
     r"|the secret name GITHUB_TOKEN uses the reserved prefix GITHUB_\Z"
     r"|expressions are not allowed in working-directory; write the value literally\Z"
+    r"|the (github|inputs|vars) context is not available in a job name\Z"
+    r"|cancel-in-progress must be true or false, not .*\Z"
 )
 
 

@@ -118,9 +118,14 @@ def waiting_claim_now(coordinator: Coordinator, token: str) -> Any:
     return coordinator.claim(token, request).assignment
 
 
+@pytest.mark.parametrize("another_first", [False, True], ids=["alone", "after-another"])
 def test_redis_wakes_waiting_claims_at_once(
-    live: World, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    live: World, redis_url: str, monkeypatch: pytest.MonkeyPatch, another_first: bool
 ) -> None:
+    if another_first:
+        # A publisher of another Redis installed earlier in the process (another test's
+        # server, or a web app of another configuration) must not swallow this one's wake-up.
+        install_publisher("redis://127.0.0.1:9/0")
     install_publisher(redis_url)
     listener = WakeupListener(redis_url)
     coordinator = Coordinator(live.database.session, live.settings, wakeups=listener)
