@@ -75,9 +75,16 @@ def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
 
 
 def run(
-    settings: Settings, *, burst: bool = False, scan_interval: float = DEFAULT_SCAN_INTERVAL
+    settings: Settings,
+    *,
+    burst: bool = False,
+    scan_interval: float = DEFAULT_SCAN_INTERVAL,
+    sweeper: bool = True,
 ) -> None:
-    """Scan and work until SIGTERM/SIGINT; with ``burst``, one scan and the queue drained."""
+    """Scan and work until SIGTERM/SIGINT; with ``burst``, one scan and the queue drained.
+
+    ``sweeper``: run the lease sweeper too (one process of a pool does: worker/pool.py).
+    """
     database = Database(settings)
     database.require_current_schema()
     queue = JobQueue(settings)
@@ -90,11 +97,13 @@ def run(
     preload()
 
     sweeper_database = Database(settings)
-    sweeper = Sweeper(sweeper_database.session)
+    lease_sweeper = Sweeper(sweeper_database.session)
     if burst:
-        sweeper.run_once()
-    else:
-        threading.Thread(target=sweeper.run_forever, name="lease-sweeper", daemon=True).start()
+        lease_sweeper.run_once()
+    elif sweeper:
+        threading.Thread(
+            target=lease_sweeper.run_forever, name="lease-sweeper", daemon=True
+        ).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
@@ -134,7 +143,7 @@ def run(
             if burst or worker.stop_requested:
                 break
     finally:
-        sweeper.stop()
+        lease_sweeper.stop()
         queue.close()
         database.dispose()
         sweeper_database.dispose()
