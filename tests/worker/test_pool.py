@@ -26,6 +26,16 @@ def cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
+def settled(pool: int) -> list[int]:
+    """The pool's two children once both are workers of their own (not a fork before exec)."""
+    found = children(pool)
+    try:
+        ready = len(found) == 2 and all(cmdline(pid)[4:6] == ["--processes", "1"] for pid in found)
+    except FileNotFoundError:
+        return []
+    return found if ready else []
+
+
 def until(what: str, check: Callable[[], object], seconds: float = 60) -> object:
     deadline = time.monotonic() + seconds
     while not (found := check()):
@@ -63,16 +73,13 @@ def test_a_pool_of_workers_restarts_a_dead_one_and_stops_on_sigterm(
             stderr=subprocess.STDOUT,
         )
     try:
-        until("two worker processes", lambda: len(children(pool.pid)) == 2)
-        first, second = children(pool.pid)
+        until("two worker processes", lambda: settled(pool.pid))
+        first, second = settled(pool.pid)
         lines = {pid: cmdline(pid) for pid in (first, second)}
         assert sum("--no-sweeper" in line for line in lines.values()) == 1, lines
         # The refusal side of "one hung worker does not stall the rest": a dead one is replaced.
         os.kill(second, signal.SIGKILL)
-        until(
-            "a replacement",
-            lambda: len(children(pool.pid)) == 2 and second not in children(pool.pid),
-        )
+        until("a replacement", lambda: second not in settled(pool.pid) and settled(pool.pid))
         assert first in children(pool.pid)
         alive = children(pool.pid)
         pool.send_signal(signal.SIGTERM)
