@@ -49,7 +49,8 @@ def live(world: World, data_dir: Path, sqlite_db_url: str) -> Iterator[LiveWeb]:
 def request(
     live: LiveWeb, method: str, path: str, body: Any = None, token: str | None = None
 ) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=5)
+    # Generous for a busy shared machine; before the fix every probe waited for the whole attack.
+    connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=15)
     try:
         headers = {"Content-Type": "application/json"}
         if token is not None:
