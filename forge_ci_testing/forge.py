@@ -181,6 +181,7 @@ class Forge:
             "run",
             "--server",
             f"http://127.0.0.1:{self.web_port}",
+            "--allow-http",
             "--token-file",
             str(self.token_file),
             "--slots",

@@ -187,7 +187,7 @@ def test_the_runner_starts_with_only_the_files_of_the_image(tmp_path: Path) -> N
     """
     code = _image_files(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-S", "-m", "worker.runner"],
+        [sys.executable, "-S", "-m", "worker.runner", "--unsafe-local"],
         input=b"",
         capture_output=True,
         cwd=code,

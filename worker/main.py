@@ -78,9 +78,16 @@ def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
 
 
 def run(
-    settings: Settings, *, burst: bool = False, scan_interval: float = DEFAULT_SCAN_INTERVAL
+    settings: Settings,
+    *,
+    burst: bool = False,
+    scan_interval: float = DEFAULT_SCAN_INTERVAL,
+    sweeper: bool = True,
 ) -> None:
-    """Scan and work until SIGTERM/SIGINT; with ``burst``, one scan and the queue drained."""
+    """Scan and work until SIGTERM/SIGINT; with ``burst``, one scan and the queue drained.
+
+    ``sweeper``: run the lease sweeper too (one process of a pool does: worker/pool.py).
+    """
     database = Database(settings)
     database.require_current_schema()
     queue = JobQueue(settings)
@@ -93,14 +100,18 @@ def run(
     preload()
 
     sweeper_database = Database(settings)
-    sweeper = Sweeper(sweeper_database.session)
+    lease_sweeper = Sweeper(sweeper_database.session)
     scheduler_database = Database(settings)
     scheduler = Scheduler(scheduler_database.session, settings)
     if burst:
-        sweeper.run_once()
+        lease_sweeper.run_once()
         scheduler.tick()
-    else:
-        threading.Thread(target=sweeper.run_forever, name="lease-sweeper", daemon=True).start()
+    elif sweeper:
+        # One process of the pool sweeps leases and fires scheduled minutes (the scheduler's
+        # database key keeps it exactly-once anyway, across hosts too).
+        threading.Thread(
+            target=lease_sweeper.run_forever, name="lease-sweeper", daemon=True
+        ).start()
         threading.Thread(target=scheduler.run_forever, name="scheduler", daemon=True).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -141,7 +152,7 @@ def run(
             if burst or worker.stop_requested:
                 break
     finally:
-        sweeper.stop()
+        lease_sweeper.stop()
         scheduler.stop()
         queue.close()
         database.dispose()

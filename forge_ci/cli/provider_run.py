@@ -39,7 +39,13 @@ def _check_private(path: str) -> None:
     "server_url",
     required=True,
     help="The server's origin, e.g. "
-    "http://127.0.0.1:8080 (its runner API is under /-/runner-api/v1).",
+    "https://ci.example.org (its runner API is under /-/runner-api/v1).",
+)
+@click.option(
+    "--allow-http",
+    is_flag=True,
+    help="Accept a plain http:// --server (development, or a server on this machine): the "
+    "token and job sources then travel unencrypted.",
 )
 @click.option(
     "--token-file",
@@ -75,6 +81,7 @@ def _check_private(path: str) -> None:
 @click.option("--pids", type=click.IntRange(16, 1_000_000), default=512, show_default=True)
 def run(
     server_url: str,
+    allow_http: bool,
     token_file: str,
     slots: int,
     state_dir: Path | None,
@@ -97,7 +104,7 @@ def run(
     token = read_token(token_file)
     service = ProviderService(
         ProviderConfig(
-            server=Server.parse(server_url),
+            server=Server.parse(server_url, allow_http=allow_http),
             token=token,
             state_dir=state_dir or config.data_dir / "provider",
             runner_image=runner_image or config.runner_image,

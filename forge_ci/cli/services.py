@@ -38,10 +38,27 @@ def ssh_command() -> None:
     show_default=True,
     help="Seconds between database scans for events Redis does not hold.",
 )
-def worker_command(burst: bool, scan_interval: float) -> None:
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Worker processes; each runs one job at a time, so one hung job stalls only its own.",
+)
+@click.option(
+    "--no-sweeper",
+    is_flag=True,
+    hidden=True,
+    help="Leave the lease sweeper to another process of the pool.",
+)
+def worker_command(burst: bool, scan_interval: float, processes: int, no_sweeper: bool) -> None:
     """Run RQ jobs (push events) and scan the database for events that were never enqueued."""
     from worker.main import run
 
     check_database()
     _log_to_stderr()
-    run(settings(), burst=burst, scan_interval=scan_interval)
+    if processes > 1 and not burst:
+        from worker.pool import run_pool
+
+        raise SystemExit(run_pool(processes, scan_interval))
+    run(settings(), burst=burst, scan_interval=scan_interval, sweeper=not no_sweeper)

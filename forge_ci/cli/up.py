@@ -334,4 +334,14 @@ def local_provider(ctx: click.Context, config: Settings) -> list[str]:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     server = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    return ["run", "--server", server, "--token-file", str(token_file), "--slots", str(LOCAL_SLOTS)]
+    # The provider of `forge-ci up` talks to the web server on this machine, over loopback.
+    return [
+        "run",
+        "--server",
+        server,
+        "--allow-http",
+        "--token-file",
+        str(token_file),
+        "--slots",
+        str(LOCAL_SLOTS),
+    ]

@@ -22,6 +22,7 @@ from forge_ci_testing.corpus import corpus_root
 
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
 
+CHECKOUT_REF_EXPRESSION = "expressions are not allowed in with.ref of the built-in checkout"
 SUBMODULES = "the built-in checkout takes only submodules: false"
 CHECKOUT_UNKNOWN = "is not supported by the built-in checkout"
 SECRETS_WHOLE = "secrets can only be used as a whole env value"
@@ -43,8 +44,8 @@ LARGE_NUMBER = "is too large (at most 9007199254740991)"
 PROFILED_INSIDE_BUT_REFUSED = {
     "actionlint-realworld/workflows/": {
         "commaai_openpilot_.github_workflows_tools_tests.yaml": SECRETS_WHOLE,
-        "hashicorp_consul_.github_workflows_changelog-checker.yml": "expressions are not allowed in with.ref of the built-in chec",
-        "hashicorp_consul_.github_workflows_load-test.yml": "expressions are not allowed in with.ref of the built-in chec",
+        "hashicorp_consul_.github_workflows_changelog-checker.yml": CHECKOUT_REF_EXPRESSION,
+        "hashicorp_consul_.github_workflows_load-test.yml": CHECKOUT_REF_EXPRESSION,
         "netdata_netdata_.github_workflows_checks.yml": SUBMODULES,
         "obsproject_obs-studio_.github_workflows_clang-format.yml": SUBMODULES,
         "telegramdesktop_tdesktop_.github_workflows_docker.yml": SUBMODULES,

@@ -2,7 +2,9 @@
 
 ``--server`` is an origin only (``http://127.0.0.1:8080``, ``https://ci.example.org``): no path,
 query, fragment or credentials, so the provider can never be pointed at a URL that smuggles
-anything into the requests it builds. HTTPS uses the system's trust store.
+anything into the requests it builds. HTTPS uses the system's trust store. Plain ``http://``
+sends the provider token and every job's source unencrypted, so it needs ``allow_http``
+(``forge-ci provider run --allow-http``, for development and a server on the same machine).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class Server:
     port: int
 
     @classmethod
-    def parse(cls, url: str) -> Server:
+    def parse(cls, url: str, *, allow_http: bool = False) -> Server:
         try:
             parts = urlsplit(url.strip())
             port = parts.port
@@ -32,6 +34,12 @@ class Server:
             raise ConfigurationError(f"--server {url!r} must start with http:// or https://")
         if not parts.hostname:
             raise ConfigurationError(f"--server {url!r} names no host")
+        if parts.scheme == "http" and not allow_http:
+            raise ConfigurationError(
+                f"--server {url!r} is plain http://, which sends the provider token and every "
+                "job's source unencrypted; use https://, or pass --allow-http (development, or "
+                "a server on this machine)"
+            )
         if parts.username or parts.password:
             raise ConfigurationError(f"--server {url!r} must not hold credentials")
         if parts.path not in ("", "/") or parts.query or parts.fragment:

@@ -22,6 +22,30 @@ from worker.runner.processes import HardeningError, harden
 from worker.runner.report import Report, say
 
 STDIN_SECONDS = 30.0
+#: Runs the runner outside a job container (its own tests, on a trusted machine).
+UNSAFE_LOCAL = "--unsafe-local"
+
+
+def placement_problem(argv: list[str], pid: int, uid: int, euid: int) -> str | None:
+    """Why the runner must not run here, or None (seed 000's runner safety switch).
+
+    In a job container the runner is PID 1 of the container's own PID namespace and runs as
+    UID 10001, so its steps' processes are its children and nothing else lives beside them.
+    Anywhere else (started by hand on a host, as root) its cleanup would signal and reap
+    processes that are not the job's, and steps would run with the caller's privileges.
+    """
+    if argv == [UNSAFE_LOCAL]:
+        return None
+    if argv:
+        return f"unknown arguments {' '.join(argv)!r}; the only one is {UNSAFE_LOCAL}"
+    if pid != 1:
+        return (
+            f"the runner must be PID 1 of its own PID namespace (a job container), not PID {pid}; "
+            f"{UNSAFE_LOCAL} runs it anyway, for trusted tests only"
+        )
+    if uid == 0 or euid == 0:
+        return "the runner must not run as root; the job image runs it as UID 10001"
+    return None
 
 
 class InputError(Exception):
@@ -53,7 +77,12 @@ def _detach_stdin() -> None:
     os.close(null)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    problem = placement_problem(
+        sys.argv[1:] if argv is None else argv, os.getpid(), os.getuid(), os.geteuid()
+    )
+    if problem is not None:
+        return _configuration_error(problem)
     try:
         harden()
     except HardeningError as exc:

@@ -22,7 +22,13 @@ def test_a_token_file_others_can_read_is_refused(cli: Cli, tmp_path: Path) -> No
     path, _ = token_file(tmp_path)
     os.chmod(path, 0o644)
     line = cli.refused(
-        "provider", "run", "--server", "http://127.0.0.1:1", "--token-file", str(path)
+        "provider",
+        "run",
+        "--server",
+        "http://127.0.0.1:1",
+        "--allow-http",
+        "--token-file",
+        str(path),
     )
     assert "can be read by other users" in line and "chmod 600" in line
 
@@ -39,7 +45,36 @@ def test_a_token_file_others_can_read_is_refused(cli: Cli, tmp_path: Path) -> No
 )
 def test_the_server_must_be_an_origin(cli: Cli, tmp_path: Path, url: str, why: str) -> None:
     path, _ = token_file(tmp_path)
-    assert why in cli.refused("provider", "run", "--server", url, "--token-file", str(path))
+    line = cli.refused(
+        "provider", "run", "--server", url, "--allow-http", "--token-file", str(path)
+    )
+    assert why in line
+
+
+def test_plain_http_needs_allow_http(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 000: the token and job sources must not travel unencrypted by accident."""
+    path, _ = token_file(tmp_path)
+    line = cli.refused(
+        "provider", "run", "--server", "http://127.0.0.1:1", "--token-file", str(path)
+    )
+    assert "plain http://" in line and "--allow-http" in line
+    # With the flag (or https) it gets past the URL: here to the missing Docker engine.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    for url, extra in (("http://127.0.0.1:1", ["--allow-http"]), ("https://127.0.0.1:1", [])):
+        line = cli.refused(
+            "provider",
+            "run",
+            "--server",
+            url,
+            *extra,
+            "--token-file",
+            str(path),
+            "--state-dir",
+            str(tmp_path / f"state-{len(extra)}"),
+        )
+        assert "Docker engine not reachable" in line, line
 
 
 def test_a_state_directory_others_can_enter_is_refused(cli: Cli, tmp_path: Path) -> None:
@@ -51,6 +86,7 @@ def test_a_state_directory_others_can_enter_is_refused(cli: Cli, tmp_path: Path)
         "run",
         "--server",
         "http://127.0.0.1:1",
+        "--allow-http",
         "--token-file",
         str(path),
         "--state-dir",
@@ -69,6 +105,7 @@ def test_without_a_docker_engine_nothing_is_claimed(
         "run",
         "--server",
         "http://127.0.0.1:1",
+        "--allow-http",
         "--token-file",
         str(path),
         "--state-dir",
