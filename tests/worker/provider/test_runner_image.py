@@ -34,19 +34,9 @@ def actions_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def image(docker_engine: None) -> str:
-    tag = os.environ.get("FORGE_CI_RUNNER_IMAGE") or "forge-ci-runner:latest"
-    done = subprocess.run(
-        [str(REPO_ROOT / "deploy" / "build-runner-image")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "FORGE_CI_RUNNER_IMAGE": tag},
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"deploy/build-runner-image failed:\n{done.stderr}")
-    return tag
+def image(runner_image: str) -> str:
+    """The runner image of this checkout (tests/conftest.py builds it once per session)."""
+    return runner_image
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from forge_ci.protocol import RUNNER_API_SOCKET, RUNNER_WORKSPACE
-from tests.worker.runner.conftest import REPO_ROOT, Executable, Forge, workflow
+from tests.worker.runner.conftest import Executable, Forge, workflow
 from worker.provider.containers import DockerDriver
 from worker.provider.jobspec import JobContainerSpec
 from worker.provider.socket_dirs import (
@@ -30,22 +29,6 @@ from worker.provider.socket_dirs import (
 )
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def runner_image(docker_engine: None) -> str:
-    tag = os.environ.get("FORGE_CI_RUNNER_IMAGE") or "forge-ci-runner:latest"
-    done = subprocess.run(
-        [str(REPO_ROOT / "deploy" / "build-runner-image")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "FORGE_CI_RUNNER_IMAGE": tag},
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"deploy/build-runner-image failed:\n{done.stderr}")
-    return tag
 
 
 @pytest.fixture
