@@ -13,7 +13,6 @@ Modules (import the one you need; this package imports nothing on its own)::
     concurrency   workflow concurrency groups (cancel-in-progress or wait)
     scheduling    job and run transitions; entry points for the runner protocol
     dispatch      workflow_dispatch from a local branch, with its inputs
-    dispatch_payload  github.event / inputs of dispatch and schedule runs in the snapshot
     scheduled     on.schedule: one run per workflow and minute (keyed in the database)
     scheduler     the worker's per-minute clock for scheduled, with an injectable clock
     cancel        cancel_run

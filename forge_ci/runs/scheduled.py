@@ -37,7 +37,7 @@ from forge_ci.models import schedules as outcomes
 from forge_ci.runs.blob_answers import BlobAnswers
 from forge_ci.runs.create import creating_runs
 from forge_ci.runs.definition import define_run
-from forge_ci.runs.dispatch_payload import schedule_event, with_event
+from forge_ci.runs.event_payload import EventFacts, RepositoryFacts, build_event_payload
 from forge_ci.runs.sources import git_repository, list_workflow_files, resolve_branch
 from forge_ci.runs.transactions import begin_reading
 from forge_ci.settings import Settings
@@ -153,10 +153,19 @@ def _fire(
             if requester is None:
                 row.outcome, row.detail = outcomes.NOT_AUTHORIZED, refusal
             else:
-                definition = define_run(
-                    workflow, data, repository=full_name, sha=sha, ref=ref, event_name=SCHEDULE
+                facts = EventFacts(
+                    RepositoryFacts.of(current), ref, sha, requester.name, schedule=cron
                 )
-                definition = with_event(definition, schedule_event(cron))
+                definition = define_run(
+                    workflow,
+                    data,
+                    repository=full_name,
+                    sha=sha,
+                    ref=ref,
+                    event_name=SCHEDULE,
+                    event=build_event_payload(SCHEDULE, facts),
+                    actor=requester.name,
+                )
                 run = creation.create(requester, definition)
                 row.outcome = outcomes.RUN_CREATED
                 row.detail = f"'{cron}' matched {minute:%Y-%m-%d %H:%M} UTC at {sha[:12]}"

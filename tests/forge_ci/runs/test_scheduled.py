@@ -114,7 +114,10 @@ def test_a_matching_minute_runs_the_default_branch_as_its_switcher(forge: Forge)
     assert (run.event_name, run.ref, run.sha) == ("schedule", "refs/heads/main", sha)
     assert run.requested_by_name == "carol"
     assert run.context["event_name"] == "schedule"
-    assert run.context["event"] == {"schedule": "*/5 * * * *"}
+    event = run.context["event"]
+    assert event["schedule"] == "*/5 * * * *"
+    assert event["repository"]["full_name"] == run.context["repository"]
+    assert event["sender"]["login"] == run.requested_by_name
     assert forge.states(1) == {"build": "queued"}
     forge.session.rollback()
 
