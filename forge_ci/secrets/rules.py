@@ -49,7 +49,12 @@ def normalize_name(kind: Kind, name: str) -> str:
             f"{kind.word} name {shown!r} must consist of ASCII letters, digits and "
             "underscores and must not start with a digit"
         )
-    problem = secret_name_problem(name)
+    # GITHUB_TOKEN may be referenced (it is the job token) but never stored.
+    problem = secret_name_problem(name) or (
+        "the secret name GITHUB_TOKEN uses the reserved prefix GITHUB_ (it is the job token)"
+        if name.upper() == "GITHUB_TOKEN"
+        else None
+    )
     if problem is not None:
         raise InvalidInput(problem.replace("secret name", f"{kind.word} name"))
     return name.upper()

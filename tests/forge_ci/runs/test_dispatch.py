@@ -267,11 +267,11 @@ def test_dispatch_inputs_reach_the_snapshot_typed_as_github_does(forge: Forge) -
         "publish": False,
         "level": "info",
     }
-    assert stored.context["event"] == {
-        "inputs": {"tag": '"; rm -rf / # $(id)', "publish": "false", "level": "info"},
-        "ref": "refs/heads/main",
-        "workflow": CI,
-    }
+    event = stored.context["event"]
+    assert event["inputs"] == {"tag": '"; rm -rf / # $(id)', "publish": "false", "level": "info"}
+    assert (event["ref"], event["workflow"]) == ("refs/heads/main", CI)
+    assert event["repository"]["full_name"] == forge.full_name
+    assert event["sender"]["login"] == "alice"
     # A rerun copies them byte for byte.
     forge.finish(stored, "build", "failure")
     again = rerun_run(forge.session, forge.settings, forge.alice, forge.full_name, run.number)
