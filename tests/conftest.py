@@ -42,6 +42,17 @@ def shared_dir() -> Path:
     return Path(configured) if configured else REPO_ROOT.parent / "shared"
 
 
+def action_bundle(name: str) -> Path:
+    """``shared/actions/<name>.bundle``, a real upstream action (shared/actions/README.md).
+
+    A missing bundle is a missing component: a skip, or a failure with FORGE_CI_REQUIRE_ALL=1.
+    """
+    bundle = shared_dir() / "actions" / f"{name}.bundle"
+    if not bundle.exists():
+        need(f"{bundle} is missing (the real actions: see shared/actions/README.md)")
+    return bundle
+
+
 # --- PostgreSQL ---------------------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ def _group(kind_word: str, scope_required: bool) -> click.Group:
 
     @click.group(name=kind_word if kind_word == "secret" else "var")
     def group() -> None:
-        pass
+        """(Help set below: the secret and var groups share these commands.)"""
 
     group.help = (
         "Manage repository secrets (sealed; never shown)."

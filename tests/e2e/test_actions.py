@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from forge_ci.models import Run
 from forge_ci_testing.forge import LINUX, Forge, wait_for, workflow
+from tests.conftest import action_bundle
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "actions"
 ACTIONS = ("setup-python", "setup-node", "github-script")
 
 
@@ -27,9 +26,7 @@ ACTIONS = ("setup-python", "setup-node", "github-script")
 def mirrored(forge: Forge, tmp_path_factory: pytest.TempPathFactory) -> Forge:
     upstreams = tmp_path_factory.mktemp("action-upstreams")
     for name in ACTIONS:
-        bundle = SHARED / f"{name}.bundle"
-        if not bundle.exists():
-            pytest.skip(f"{bundle} is missing (the shared action bundles)")
+        bundle = action_bundle(name)
         upstream = upstreams / f"{name}.git"
         subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(upstream)], check=True)
         out = forge.forge_ci("repo", "mirror", f"actions/{name}", "--from", f"file://{upstream}")

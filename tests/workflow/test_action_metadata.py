@@ -12,14 +12,11 @@ from forge_ci.workflow.action_metadata import (
     ActionInvalid,
     parse_action_metadata,
 )
-
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "actions"
+from tests.conftest import action_bundle
 
 
 def _bundle_file(name: str, tag: str, tmp_path: Path) -> bytes:
-    bundle = SHARED / f"{name}.bundle"
-    if not bundle.exists():
-        pytest.skip(f"{bundle} is missing (shared action bundles)")
+    bundle = action_bundle(name)
     git_dir = tmp_path / f"{name}.git"
     if not git_dir.exists():
         subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(git_dir)], check=True)

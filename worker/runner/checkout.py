@@ -33,8 +33,8 @@ class CheckoutError(Exception):
     """The source could not be checked out; the message says why."""
 
 
-class _Interrupted(Exception):
-    pass
+class Interrupted(Exception):
+    """A download stopped because the job is being stopped (cancel, deadline, lost lease)."""
 
 
 def download_source(
@@ -50,7 +50,7 @@ def download_source(
 
     def sink(data: bytes) -> None:
         if interrupted():
-            raise _Interrupted
+            raise Interrupted
         buffer.extend(data)
 
     payload = protocol.dumps(request_body(SourceRequest(execution_id)))
@@ -65,7 +65,7 @@ def download_source(
             limit=MAX_ARCHIVE_BYTES,
             restart=buffer.clear,
         )
-    except _Interrupted:
+    except Interrupted:
         raise CheckoutError(f"the download of {what} was interrupted") from None
     except NoAnswer as exc:
         raise CheckoutError(f"{what} could not be downloaded: {exc}") from None

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 from forge_ci import protocol
 from forge_ci.protocol import SourceRequest, request_body
-from worker.runner.checkout import RUNNER_NAMES, CheckoutError, check_out
+from worker.runner.checkout import RUNNER_NAMES, CheckoutError, Interrupted, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
 from worker.runner.watchdog import Watchdog
@@ -35,10 +35,6 @@ BUNDLE_SECONDS = 30.0
 GIT_SECONDS = 120.0
 COMMIT_REF = "refs/forge-ci/commit"
 SHALLOW_PREFIX = "refs/forge-ci/shallow/"
-
-
-class _Interrupted(Exception):
-    pass
 
 
 def bundle_path(source_archive_path: str) -> str:
@@ -109,7 +105,7 @@ def _download(
         def sink(data: bytes) -> None:
             nonlocal written
             if interrupted():
-                raise _Interrupted
+                raise Interrupted
             out.write(data)
             written += len(data)
 
@@ -131,7 +127,7 @@ def _download(
                 limit=MAX_BUNDLE_BYTES,
                 restart=restart,
             )
-        except _Interrupted:
+        except Interrupted:
             raise CheckoutError("the download of the source was interrupted") from None
         except NoAnswer as exc:
             raise CheckoutError(f"the source could not be downloaded: {exc}") from None

@@ -13,6 +13,7 @@ import pytest
 
 from forge_ci.cli import main
 from forge_ci_testing.keys import fingerprint, make_key
+from tests.conftest import action_bundle
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -264,9 +265,7 @@ def test_push_events_are_listed(cli: Cli) -> None:
 def test_repo_mirror_from_a_bundle_clone(cli: Cli, tmp_path: Path) -> None:
     import subprocess
 
-    bundle = Path(__file__).resolve().parents[3] / ".." / "shared" / "actions" / "checkout.bundle"
-    if not bundle.exists():
-        pytest.skip(f"{bundle} is missing (the shared action bundles)")
+    bundle = action_bundle("checkout")
     upstream = tmp_path / "checkout.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(upstream)], check=True)
     out = cli.ok("repo", "mirror", "actions/checkout", "--from", f"file://{upstream}")

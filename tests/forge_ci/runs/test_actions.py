@@ -26,16 +26,13 @@ from forge_ci.runs.actions import job_action_keys
 from forge_ci.runs.mirrors import mirror_repository
 from forge_ci.runs.rerun import rerun_run
 from forge_ci.workflow import WorkflowInvalid
+from tests.conftest import action_bundle
 from tests.forge_ci.runs.conftest import CI, OPERATOR, Forge, Workdir
-
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared" / "actions"
 
 
 def bundle_clone(tmp_path: Path, name: str) -> str:
     """A bare clone of a shared bundle, as a file:// URL (an upstream on the local disk)."""
-    bundle = SHARED / f"{name}.bundle"
-    if not bundle.exists():
-        pytest.skip(f"{bundle} is missing (the shared action bundles)")
+    bundle = action_bundle(name)
     target = tmp_path / "upstream" / "actions" / name
     if not target.exists():
         subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(target)], check=True)

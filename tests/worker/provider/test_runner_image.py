@@ -9,7 +9,6 @@ real ``actions/setup-python`` and ``actions/setup-node`` code (../shared/actions
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -17,20 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import action_bundle
+
 pytestmark = pytest.mark.docker
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TOOL_CACHE = "/opt/hostedtoolcache"
-
-
-def actions_dir() -> Path:
-    """``shared/actions`` beside the checkout (or under ``$FORGE_CI_SHARED_DIR``)."""
-    shared = os.environ.get("FORGE_CI_SHARED_DIR")
-    base = Path(shared) if shared else REPO_ROOT.parent / "shared"
-    folder = base / "actions"
-    if not folder.is_dir():
-        pytest.fail(f"the real actions are missing: {folder} (see shared/actions/README.md)")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +111,7 @@ def test_the_tool_cache_has_githubs_layout(image: str, volume: str) -> None:
 
 def _action_tree(tmp_path: Path, name: str, tag: str) -> Path:
     target = tmp_path / name
-    bundle = actions_dir() / f"{name}.bundle"
+    bundle = action_bundle(name)
     subprocess.run(["git", "clone", "-q", str(bundle), str(target)], check=True)
     subprocess.run(["git", "-C", str(target), "checkout", "-q", tag], check=True)
     return target

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import os
 import re
 import subprocess
 import tarfile
@@ -29,10 +28,10 @@ from flask import Blueprint, Response, request
 from forge_ci import protocol
 from forge_ci.coordinator import claims
 from forge_ci.protocol import Action, AssignmentStep
+from tests.conftest import action_bundle
 from tests.worker.runner.conftest import Forge
 from web import csrf
 
-ACTIONS_ROOT = Path(os.environ.get("FORGE_CI_SHARED", "/work/shared")) / "actions"
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
 
@@ -128,10 +127,8 @@ def tree_files(root: Path) -> dict[str, bytes]:
 
 
 def bundle_tree(name: str, tag: str, tmp_path: Path) -> Path:
-    """The tree of ``tag`` in ``/work/shared/actions/<name>.bundle``, checked out."""
-    bundle = ACTIONS_ROOT / f"{name}.bundle"
-    if not bundle.exists():
-        pytest.fail(f"{bundle} is missing (see /work/shared/actions/README.md)")
+    """The tree of ``tag`` in ``shared/actions/<name>.bundle``, checked out."""
+    bundle = action_bundle(name)
     target = tmp_path / f"{name}-{tag}"
     subprocess.run(
         ["git", "clone", "-q", "--no-checkout", str(bundle), str(target)],
