@@ -8,8 +8,9 @@ authenticated yet ("startups") are now limited apart from the rest:
                       admitted   the oldest startup, if MIN_AGE old, is closed to make room;
                                  if none is that old (a burst): dropped with probability
                                  rate -> 100 % at full
-    per address:      at most ``per_source`` startups (half of ``start``); more are dropped at
-                      once, so one address alone never brings the others to random drops
+    per address:      at most ``per_source`` startups (three quarters of ``start``); more are
+                      dropped at once, so one address alone never brings the others to random
+                      drops, yet ten pushers behind one address (a CI farm, a NAT) get in
     in all:           ``total`` (``ssh_max_connections``); startups never use more than
                       ``full`` of them, so ``total - full`` are always left for sessions
                       that have authenticated
@@ -50,10 +51,10 @@ class Limits:
 
     @classmethod
     def for_total(cls, total: int) -> Limits:
-        """For 64 connections: random drops from 16 startups, 32 at most, 8 per address."""
+        """For 64 connections: random drops from 16 startups, 32 at most, 12 per address."""
         full = max(1, total // 2)
         start = max(1, full // 2)
-        return cls(total=total, start=start, full=full, per_source=max(1, start // 2))
+        return cls(total=total, start=start, full=full, per_source=max(1, start * 3 // 4))
 
 
 class Ticket:
