@@ -9,21 +9,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from forge_ci.db import Database, create_db_engine
 from forge_ci.migrations import upgrade
 from forge_ci.settings import Settings, load_settings
 from forge_ci_testing import redis as testing_redis
+from tests.postgres_pool import PostgresDatabases
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("FORGE_CI_REQUIRE_ALL") == "1"
@@ -73,67 +71,6 @@ def postgres_admin_url() -> str:
     except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
         need(f"PostgreSQL not reachable at {make_url(url).render_as_string()}: {exc}")
     return url
-
-
-class PostgresDatabases:
-    """Creates throwaway databases, cloning a migrated template for speed."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = make_url(admin_url)
-        self.admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-        self.prefix = f"fci_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-        self.template: str | None = None
-        self.created: list[str] = []
-
-    def url_for(self, name: str) -> str:
-        return self.admin_url.set(database=name).render_as_string(hide_password=False)
-
-    def create(self, migrated: bool) -> str:
-        name = f"{self.prefix}_{len(self.created)}"
-        with self.admin.connect() as conn:
-            if migrated:
-                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{self._template()}"'))
-            else:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-        self.created.append(name)
-        return self.url_for(name)
-
-    def _template(self) -> str:
-        if self.template is None:
-            name = f"{self.prefix}_template"
-            with self.admin.connect() as conn:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-            self.created.append(name)
-            engine = create_db_engine(self.url_for(name))
-            upgrade(engine)
-            engine.dispose()
-            self.template = name
-        return self.template
-
-    def _drop(self, name: str, attempts: int) -> bool:
-        # WITH (FORCE) may not terminate an autovacuum worker busy in the fresh database (it
-        # belongs to another role): it finishes within moments, so try again.
-        for attempt in range(attempts):
-            try:
-                with self.admin.connect() as conn:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-                return True
-            except DBAPIError:
-                if attempt == attempts - 1:
-                    return False
-                time.sleep(0.2 * (attempt + 1))
-        return False
-
-    def drop(self, url: str) -> None:
-        """Drop one test's database as soon as the test is done with it (else at the end)."""
-        name = make_url(url).database
-        if name in self.created and self._drop(name, 3):
-            self.created.remove(name)
-
-    def drop_all(self) -> None:
-        left = [name for name in reversed(self.created) if not self._drop(name, 10)]
-        self.admin.dispose()
-        assert not left, f"could not drop test databases {left}"
 
 
 @pytest.fixture(scope="session")
