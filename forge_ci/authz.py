@@ -78,23 +78,35 @@ def current_actor(session: Session, actor: Actor) -> Actor:
 def role_in(session: Session, actor: Actor, repository: Repository) -> Role | None:
     """The actor's effective role in ``repository`` right now (None: no access)."""
     actor = current_actor(session, actor)
+    membership = None
+    if actor.user_id is not None and not actor.is_site_admin:
+        membership = session.scalar(
+            select(Membership.role).where(
+                Membership.repository_id == repository.id, Membership.user_id == actor.user_id
+            )
+        )
+    return effective_role(actor, repository, membership)
+
+
+def effective_role(actor: Actor, repository: Repository, membership: str | None) -> Role | None:
+    """The role of a current actor (:func:`current_actor`) with ``membership`` (its role
+    column in ``repository``, if any); for callers that read the membership themselves."""
     if actor.is_site_admin:
         return Role.OWNER
     if actor.user_id is None:
         return None
     if repository.owner_id == actor.user_id:
         return Role.OWNER
-    role = session.scalar(
-        select(Membership.role).where(
-            Membership.repository_id == repository.id, Membership.user_id == actor.user_id
-        )
-    )
-    return Role.parse(role) if role else None
+    return Role.parse(membership) if membership else None
 
 
 def require_role(session: Session, actor: Actor, repository: Repository, needed: Role) -> Role:
     """Raise unless the actor has at least ``needed``; NotFound when they cannot even read."""
-    role = role_in(session, actor, repository)
+    return checked_role(role_in(session, actor, repository), repository, needed)
+
+
+def checked_role(role: Role | None, repository: Repository, needed: Role) -> Role:
+    """``role`` if it is at least ``needed``; NotFound for no role, else PermissionDenied."""
     if role is None:
         raise NotFound(f"repository {repository.full_name} not found")
     if role < needed:

@@ -5,11 +5,18 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from forge_ci.accounts import get_user
-from forge_ci.authz import Actor, Role, require_role, role_in
+from forge_ci.authz import (
+    Actor,
+    Role,
+    checked_role,
+    current_actor,
+    effective_role,
+    role_in,
+)
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.gitstore import init_bare, repository_path
 from forge_ci.models import Membership, Repository, User, utcnow
@@ -57,12 +64,23 @@ def repository_access(
         owner, name = split_full_name(full_name)
     except InvalidInput:
         raise NotFound(f"repository {full_name} not found") from None
-    repo = session.scalar(
-        select(Repository).join(Repository.owner).where(User.name == owner, Repository.name == name)
-    )
-    if repo is None:
+    # One statement for the repository and the actor's membership in it: every page view and
+    # every poll of a run page comes through here.
+    current = current_actor(session, actor)
+    row = session.execute(
+        select(Repository, Membership.role)
+        .join(Repository.owner)
+        .outerjoin(
+            Membership,
+            and_(Membership.repository_id == Repository.id, Membership.user_id == current.user_id),
+        )
+        .where(User.name == owner, Repository.name == name)
+    ).first()
+    if row is None:
         raise NotFound(f"repository {full_name} not found")
-    return RepositoryAccess(actor, repo, require_role(session, actor, repo, needed))
+    repo, membership = row
+    role = checked_role(effective_role(current, repo, membership), repo, needed)
+    return RepositoryAccess(actor, repo, role)
 
 
 def create_repository(

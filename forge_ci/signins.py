@@ -54,12 +54,19 @@ def open_session(session: Session, user: User, lifetime: timedelta) -> str:
     return token
 
 
-def session_user_id(session: Session, token: str) -> int | None:
-    """The user of a live (not revoked, not expired) session, or None."""
-    row = session.scalar(select(WebSession).where(WebSession.token_hash == _digest(token)))
-    if row is None or row.revoked_at is not None or row.expires_at <= utcnow():
-        return None
-    return row.user_id
+def session_user(session: Session, token: str) -> User | None:
+    """The user of a live (not revoked, not expired) session, or None (one query: every page
+    view and every poll of a run page asks)."""
+    user: User | None = session.scalar(
+        select(User)
+        .join(WebSession, WebSession.user_id == User.id)
+        .where(
+            WebSession.token_hash == _digest(token),
+            WebSession.revoked_at.is_(None),
+            WebSession.expires_at > utcnow(),
+        )
+    )
+    return user
 
 
 def revoke_session(session: Session, token: str) -> None:

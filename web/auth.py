@@ -42,7 +42,7 @@ from forge_ci.signins import (
     record_failure,
     record_success,
     revoke_session,
-    session_user_id,
+    session_user,
     throttle_keys,
 )
 from web import csrf
@@ -79,8 +79,9 @@ def _load_user() -> User | None:
     if not isinstance(user_id, int):
         return None
     token = session.get("sid")
-    live = isinstance(token, str) and session_user_id(db(), token) == user_id
-    user = db().get(User, user_id) if live else None
+    user = session_user(db(), token) if isinstance(token, str) else None
+    if user is not None and user.id != user_id:
+        user = None
     binding = session.get("auth")
     if (
         user is None

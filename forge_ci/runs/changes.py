@@ -73,16 +73,21 @@ def _counters_statement() -> Select[Any]:
         .where(jobs.run_id == Run.id)
         .scalar_subquery()
     )
-    jobs_of_run = select(Job.id).where(Job.run_id == Run.id)
+    # Each sum is correlated with the run one level up (a nested IN (SELECT ... FROM jobs, runs)
+    # would not be: it summed every run's attempts and steps, on every poll).
     attempt_sum = (
         select(func.coalesce(func.sum(Attempt.revision), 0) + func.count())
-        .where(Attempt.job_id.in_(jobs_of_run))
+        .select_from(Attempt)
+        .join(jobs, jobs.id == Attempt.job_id)
+        .where(jobs.run_id == Run.id)
         .scalar_subquery()
     )
     step_sum = (
         select(func.coalesce(func.sum(AttemptStep.revision), 0) + func.count())
+        .select_from(AttemptStep)
         .join(Attempt, Attempt.id == AttemptStep.attempt_id)
-        .where(Attempt.job_id.in_(jobs_of_run))
+        .join(jobs, jobs.id == Attempt.job_id)
+        .where(jobs.run_id == Run.id)
         .scalar_subquery()
     )
     return select(
