@@ -18,7 +18,7 @@ the shape of a rebinding attack, so the whole name is refused. Allow entries (``
     pypi.org              a host name (exactly; any port)
     .pythonhosted.org     its subdomains (``*.pythonhosted.org`` is the same)
     pypi.org:443          a host name on one port; ports may be a range: ``:8000-8099``
-    203.0.113.0/24        addresses (an IP or CIDR; IPv6 in brackets with a port: ``[fd00::/8]:443``)
+    203.0.113.0/24        addresses: an IP or CIDR (IPv6 with a port: ``[fd00::/8]:443``)
     :443                  any public address on this port (allow-list mode)
 
 Only an address entry (IP or CIDR) reaches a non-public address: it names the address itself,
@@ -213,6 +213,14 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | No
     return None
 
 
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def normalize_host(host: str) -> str:
     """The form names are compared in: lowercase, no trailing dot, no IPv6 brackets."""
     host = host.strip().lower().rstrip(".")
@@ -272,6 +280,25 @@ class EgressPolicy:
             f" {limits.max_bytes // 1024**2} MiB per attempt, {limits.idle_seconds:g} s idle"
             f" and {limits.connection_seconds:g} s per connection"
         )
+
+    def decide_before_lookup(self, host: str, port: int) -> Decision | None:
+        """A denial that needs no DNS answer, so a name that cannot be allowed is never even
+        looked up; None when only its addresses can tell."""
+        name = normalize_host(host)
+        if self.mode == "none":
+            return Decision(False, "egress is off on this provider")
+        if not 1 <= port <= 65535:
+            return Decision(False, f"port {port} is not a port")
+        if self.mode == "public" or _is_literal(name):
+            return None
+        for entry in self.allow:
+            if entry.port_matches(port) and (entry.network is not None or entry.port_only):
+                return None
+            if entry.port_matches(port) and entry.name_matches(name):
+                return None
+        if any(entry.name_matches(name) for entry in self.allow):
+            return Decision(False, f"port {port} of {name} is not on the allow-list")
+        return Decision(False, f"{name}:{port} is not on the allow-list")
 
     def decide(self, host: str, port: int, addresses: Sequence[IPAddress]) -> Decision:
         """May a job connect to ``host``:``port``, resolved to ``addresses``? Every address must

@@ -69,9 +69,11 @@ def reference_denied(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> 
 addresses_v4 = st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address)
 addresses_v6 = st.integers(0, 2**128 - 1).map(ipaddress.IPv6Address)
 # Values near the ranges' edges, where off-by-one errors live.
-edges_v4 = st.sampled_from([b for pair in REFERENCE_V4 for b in pair]).flatmap(
-    lambda b: st.integers(max(0, b - 2), min(2**32 - 1, b + 2))
-).map(ipaddress.IPv4Address)
+edges_v4 = (
+    st.sampled_from([b for pair in REFERENCE_V4 for b in pair])
+    .flatmap(lambda b: st.integers(max(0, b - 2), min(2**32 - 1, b + 2)))
+    .map(ipaddress.IPv4Address)
+)
 embedded = st.one_of(
     addresses_v4.map(lambda a: ipaddress.IPv6Address((0xFFFF << 32) | int(a))),
     addresses_v4.map(lambda a: ipaddress.IPv6Address((0x0064FF9B << 96) | int(a))),
@@ -137,7 +139,9 @@ NEVER_WITHOUT_ENTRY = [
 @pytest.mark.parametrize(("address", "word"), NEVER_WITHOUT_ENTRY)
 @pytest.mark.parametrize("mode", ["public", "allow-list"])
 def test_non_public_addresses_are_denied_in_every_mode(address, word, mode):
-    policy = EgressPolicy.parse(mode, ["pypi.org", ":443", "203.0.113.0/24"] if mode != "public" else [])
+    policy = EgressPolicy.parse(
+        mode, ["pypi.org", ":443", "203.0.113.0/24"] if mode != "public" else []
+    )
     decision = policy.decide("pypi.org", 443, [ip(address)])
     assert not decision.allowed
     assert word in decision.reason
@@ -280,3 +284,29 @@ def test_descriptions_name_the_policy():
     text = EgressPolicy.parse("allow-list", ["pypi.org", "10.0.0.0/8:3141"]).describe()
     assert text.startswith("allow-list: pypi.org, 10.0.0.0/8:3141;")
     assert "512 connections" in text
+
+
+hosts = st.sampled_from(
+    ["pypi.org", "files.pythonhosted.org", "example.org", "localhost", "mirror", "127.0.0.1", "::1"]
+)
+
+
+@given(hosts, st.sampled_from([22, 80, 443, 3141, 8000, 8002]), st.lists(any_address, max_size=3))
+def test_a_denial_before_the_lookup_holds_for_every_answer(host, port, addresses):
+    for policy in (EgressPolicy(), EgressPolicy.parse("allow-list", ALLOW)):
+        early = policy.decide_before_lookup(host, port)
+        if early is not None:
+            assert not early.allowed
+            assert not policy.decide(host, port, addresses).allowed
+
+
+def test_names_off_the_allow_list_are_denied_before_any_lookup():
+    names_only = EgressPolicy.parse("allow-list", ["pypi.org:443"])
+    assert names_only.decide_before_lookup("pypi.org", 443) is None
+    assert "port 80 of pypi.org" in names_only.decide_before_lookup("pypi.org", 80).reason
+    assert "evil.example:443 is not" in names_only.decide_before_lookup("evil.example", 443).reason
+    assert names_only.decide_before_lookup("127.0.0.1", 443) is None  # a literal: no lookup
+    with_network = EgressPolicy.parse("allow-list", ["127.0.0.1:8000"])
+    assert with_network.decide_before_lookup("anything.example", 8000) is None
+    assert not with_network.decide_before_lookup("anything.example", 8001).allowed
+    assert not EgressPolicy.parse("none").decide_before_lookup("pypi.org", 443).allowed
