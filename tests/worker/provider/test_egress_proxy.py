@@ -292,3 +292,52 @@ def test_limits_close_connections_with_a_reason_and_other_attempts_go_on(proxy_f
         (False, "byte limit of 262144 per attempt reached"),
         (False, "connection limit of 3 per attempt reached"),
     ]
+
+
+def test_the_runner_forwarder_carries_curl_and_urllib_through_the_proxy(proxy_for, origin):
+    """The in-job half (worker.runner.egress) in front of the proxy, as steps use it."""
+    import os
+    import subprocess
+    import urllib.request
+
+    from worker.runner.egress import EgressForwarder, proxy_environment
+
+    port = origin.server_port
+    proxy = proxy_for(EgressPolicy.parse("allow-list", [f"127.0.0.1:{port}"]))
+    forwarder = EgressForwarder(str(proxy.socket_path))
+    env = proxy_environment(forwarder.start())
+    try:
+        assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1"
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({"http": env["http_proxy"]})
+        )
+        with opener.open(f"http://127.0.0.1:{port}/big", timeout=10) as answer:
+            assert answer.read() == PAYLOAD
+        curl = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "--noproxy",
+                "",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                f"http://127.0.0.1:{port + 0}/small",
+                "http://127.0.0.1:1/",
+            ],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert curl.stdout.startswith("200"), curl
+        assert "403" in curl.stdout
+    finally:
+        forwarder.close()
+    records = proxy.take_records()
+    assert [(r.host, r.port, r.allowed) for r in records] == [
+        ("127.0.0.1", port, True),
+        ("127.0.0.1", port, True),
+        ("127.0.0.1", 1, False),
+    ]
