@@ -51,6 +51,7 @@ from worker.runner.contexts import (
     step_contexts,
     write_event,
 )
+from worker.runner.egress import EgressForwarder, proxy_environment
 from worker.runner.environment import Layout, job_environment
 from worker.runner.evaluation import (
     EvaluationError,
@@ -63,7 +64,6 @@ from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
 from worker.runner.scripts import ProcessFailed, ScriptRunner
-from worker.runner.egress import EgressForwarder, proxy_environment
 from worker.runner.stepenv import (
     StepSetupError,
     ask_for_secrets,
