@@ -51,6 +51,7 @@ from worker.runner.contexts import (
     step_contexts,
     write_event,
 )
+from worker.runner.egress import EgressForwarder, proxy_environment
 from worker.runner.environment import Layout, job_environment
 from worker.runner.evaluation import (
     EvaluationError,
@@ -230,10 +231,12 @@ class JobRunner:
         self.heartbeat.start()
         self.uploader.start()
         outputs: dict[str, str] = {}
+        egress = EgressForwarder(self.input.egress_socket)
         try:
-            self._prepare()
+            self._prepare(egress.start() if self.input.egress_socket else 0)
             outputs = self._steps()
         finally:
+            egress.close()
             kill_descendants()
             shutil.rmtree(runner_dir, ignore_errors=True)
             self.watchdog.close()
@@ -265,7 +268,7 @@ class JobRunner:
         # Cancelled or interrupted meanwhile: no step runs, and the runner reports that.
         return True
 
-    def _prepare(self) -> None:
+    def _prepare(self, egress_port: int) -> None:
         assert self.layout is not None
         for directory in (self.layout.home, self.layout.tmp):
             os.mkdir(directory, 0o700)
@@ -278,6 +281,8 @@ class JobRunner:
         tool_cache = os.environ.get("RUNNER_TOOL_CACHE")
         if tool_cache:
             self.scripts.job_env["RUNNER_TOOL_CACHE"] = tool_cache
+        if egress_port:
+            self.scripts.job_env.update(proxy_environment(egress_port))
         self.runner_context = runner_context(self.scripts.job_env)
 
     def _contexts(self, step_id: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
