@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, exists, func, or_, select
+from sqlalchemy import Select, and_, exists, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -78,6 +78,8 @@ from forge_ci.secrets.policy import variables_for
 CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
 JOB_BATCH = 200
+#: Queued jobs read first (each further one costs only when these were all refused).
+FIRST_LOOK = 4
 DEFAULT_TIMEOUT_MINUTES = 360
 #: Claim transactions one call may use (retry races, busy repositories) before answering null.
 MAX_ROUNDS = 8
@@ -323,24 +325,39 @@ def _touch(session: Session, provider: Provider, now: datetime) -> None:
         session.flush()
 
 
-def _waiting_out_cancellation(
-    session: Session, provider: Provider, now: datetime
-) -> tuple[bool, bool]:
-    """A provider whose own change cancelled its work claims nothing until that work ended.
-
-    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+def _own_attempts(
+    session: Session, provider: Provider, request_id: str
+) -> tuple[Attempt | None, list[Attempt]]:
+    """Locked, in one statement: the attempt of this ``request_id`` (a replay) if any, and the
+    provider's unended attempts cancelled by its own change (see ``_waiting_out_cancellation``).
     """
-    pending = session.scalars(
+    rows = session.scalars(
         select(Attempt)
         .where(
             Attempt.provider_id == provider.id,
-            Attempt.state != states.COMPLETED,
-            Attempt.cancelled_by_provider_change.is_(True),
+            or_(
+                Attempt.request_id == request_id,
+                and_(
+                    Attempt.state != states.COMPLETED,
+                    Attempt.cancelled_by_provider_change.is_(True),
+                ),
+            ),
         )
         .order_by(Attempt.id)
         .with_for_update()
         .execution_options(populate_existing=True)
     ).all()
+    previous = next((row for row in rows if row.request_id == request_id), None)
+    return previous, [row for row in rows if row is not previous]
+
+
+def _waiting_out_cancellation(
+    session: Session, pending: list[Attempt], now: datetime
+) -> tuple[bool, bool]:
+    """A provider whose own change cancelled its work claims nothing until that work ended.
+
+    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+    """
     for attempt in pending:
         reconcile(session, attempt, now)
     return any(attempt.state != states.COMPLETED for attempt in pending), bool(pending)
@@ -397,21 +414,25 @@ def _add_steps(
         rows.append((str(step["id"]), as_written(name) or str(step["id"])))
     pre, post = hook_steps(assignment.steps, assignment.actions)
     rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
-    # Added beside the attempt, not through ``attempt.steps`` (that would load the collection).
-    session.add_all(
-        AttemptStep(
-            attempt_id=attempt.id,
-            position=position,
-            step_id=step_id,
-            name=name,
-            state=states.PENDING,
-        )
-        for position, (step_id, name) in enumerate(rows)
+    # One multi-row INSERT beside the attempt (through ``attempt.steps`` it would load the
+    # collection and insert row by row).
+    session.execute(
+        insert(AttemptStep),
+        [
+            {
+                "attempt_id": attempt.id,
+                "position": position,
+                "step_id": step_id,
+                "name": name,
+                "state": states.PENDING,
+            }
+            for position, (step_id, name) in enumerate(rows)
+        ],
     )
 
 
-def _queued_in(session: Session, candidate: Candidate) -> list[int]:
-    """The candidate's queued job ids the provider may take, oldest first (index seeks)."""
+def _queued_in(session: Session, candidate: Candidate, limit: int) -> list[int]:
+    """The candidate's first ``limit`` queued job ids the provider may take, oldest first."""
     rows: list[Any] = []
     for key in candidate.label_keys:
         rows.extend(
@@ -419,11 +440,23 @@ def _queued_in(session: Session, candidate: Candidate) -> list[int]:
                 select(QueuedJob.queued_at, QueuedJob.job_id)
                 .where(QueuedJob.repository_id == candidate.repository_id, QueuedJob.labels == key)
                 .order_by(QueuedJob.queued_at, QueuedJob.job_id)
-                .limit(JOB_BATCH)
+                .limit(limit)
             )
         )
     rows.sort(key=lambda row: (row.queued_at, row.job_id))
-    return [row.job_id for row in rows[:JOB_BATCH]]
+    return [row.job_id for row in rows[:limit]]
+
+
+def _candidate_jobs(session: Session, candidate: Candidate) -> Iterator[int]:
+    """Queued job ids oldest first: a few (the first one is almost always taken), then more."""
+    seen: set[int] = set()
+    for limit in (FIRST_LOOK, JOB_BATCH):
+        for job_id in _queued_in(session, candidate, limit):
+            if job_id not in seen:
+                seen.add(job_id)
+                yield job_id
+        if len(seen) < limit:
+            return
 
 
 def _claim_in_repository(
@@ -437,7 +470,7 @@ def _claim_in_repository(
     lease: timedelta,
 ) -> Assignment | None:
     refusals: dict[int, str | None] = {}
-    for job_id in _queued_in(session, candidate):
+    for job_id in _candidate_jobs(session, candidate):
         job = session.get(Job, job_id)
         if job is None or job.state != states.QUEUED:
             continue  # decided earlier in this transaction (a sibling's cancellation)
@@ -475,19 +508,14 @@ def claim_once(
             .where(Provider.id == provider.id)
             .with_for_update(read=True, key_share=True)
         )
-    previous = session.scalar(
-        select(Attempt)
-        .where(Attempt.provider_id == provider.id, Attempt.request_id == request.request_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    previous, pending = _own_attempts(session, provider, request.request_id)
     if previous is not None:
         return ClaimOutcome(_replay(session, previous, request, now))
     digest = _check_fresh_token(session, provider, request.attempt_token)
     _touch(session, provider, now)
     if provider.state != "active":
         return ClaimOutcome(None)
-    waiting, holding = _waiting_out_cancellation(session, provider, now)
+    waiting, holding = _waiting_out_cancellation(session, pending, now)
     if waiting:
         return ClaimOutcome(None)
     if wait_for_repository is not None:
@@ -529,26 +557,23 @@ def _nothing_to_claim(
     is due, a provider waiting out a cancellation, or any queued job it might take.
     """
     provider = authenticate_provider(session, token)
-    replay = session.scalar(
-        select(Attempt.id).where(
-            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
-        )
-    )
-    if replay is not None:
-        return False
     if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
+        return False
+    needs_writer = [Attempt.request_id == request.request_id]  # a replay
+    if provider.state == "active":  # waiting out a cancellation
+        needs_writer.append(
+            and_(
+                Attempt.state != states.COMPLETED,
+                Attempt.cancelled_by_provider_change.is_(True),
+            )
+        )
+    replay_or_waiting = session.scalar(
+        select(Attempt.id).where(Attempt.provider_id == provider.id, or_(*needs_writer)).limit(1)
+    )
+    if replay_or_waiting is not None:
         return False
     if provider.state != "active":
         return True
-    waiting = session.scalar(
-        select(Attempt.id).where(
-            Attempt.provider_id == provider.id,
-            Attempt.state != states.COMPLETED,
-            Attempt.cancelled_by_provider_change.is_(True),
-        )
-    )
-    if waiting is not None:
-        return False
     labels = provider.label_set
     keys = session.scalars(
         _claimable_counts(provider).with_only_columns(QueueCount.labels).distinct()
