@@ -6,9 +6,11 @@ transition of that repository takes, with ``FOR UPDATE SKIP LOCKED``)::
 
     authenticate provider ─► replay? (same request_id: same attempt, lease not extended)
       ─► active, not waiting out a provider-change cancellation?
-      ─► repositories with queued jobs in the provider's scope, least recently served first
-      ─► per repository, oldest queued job first: labels ⊆ provider labels, requester still
-         authorized (else the job is cancelled), secrets deliverable (else the job fails)
+      ─► repositories with queued jobs in the provider's scope whose labels ⊆ provider labels,
+         least recently served first (read from ``job_queue_counts``: a few rows whatever the
+         queue's depth; see forge_ci/models/queue.py)
+      ─► per repository, oldest queued job first (``job_queue``, one index seek): requester
+         still authorized (else the job is cancelled), secrets deliverable (else it fails)
       ─► attempt leased for 60 s (the lease setting), job running, steps pending, assignment built
 
 Fairness: a repository that was served least recently goes first, so one repository with a
@@ -42,11 +44,11 @@ from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.coordinator import secrets
+from forge_ci.coordinator.assignments import build_assignment
 from forge_ci.coordinator.attempts import reconcile, requester_refusal
-from forge_ci.coordinator.contexts import github_context
 from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
-from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
+from forge_ci.coordinator.leases import LEASE, refresh_next_check
 from forge_ci.coordinator.logs import MASKERS
 from forge_ci.coordinator.providers import authenticate_provider
 from forge_ci.db import SessionScope, begin_write, is_sqlite
@@ -58,22 +60,16 @@ from forge_ci.models import (
     ProviderGrant,
     QueueCount,
     QueuedJob,
-    Run,
     RunSequence,
     utcnow,
 )
 from forge_ci.models.queue import key_labels
 from forge_ci.protocol import (
-    API_PREFIX,
-    Action,
     Assignment,
-    AssignmentStep,
     ClaimRequest,
     hook_steps,
 )
-from forge_ci.runs.actions import job_action_keys
-from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
-from forge_ci.secrets.policy import variables_for
+from forge_ci.runs.scheduling import complete_job, request_job_cancel, start_job
 
 CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
@@ -86,17 +82,6 @@ MAX_ROUNDS = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def source_archive_path(attempt_id: int) -> str:
-    """Where the runner fetches the pinned commit's tar snapshot (served by the runner API)."""
-    return f"{API_PREFIX}/attempts/{attempt_id}/source.tar"
-
-
-def reads_contents(plan_job: dict[str, Any]) -> bool:
-    """Whether a planned job may read the source (``permissions: {contents: read}``)."""
-    permissions = plan_job.get("permissions") or {}
-    return bool(permissions.get("contents", "read") == "read")
-
-
 @dataclass
 class ClaimOutcome:
     """The result of one claim transaction."""
@@ -104,104 +89,6 @@ class ClaimOutcome:
     assignment: Assignment | None
     #: PostgreSQL: repositories skipped because other claimers held them.
     busy_repositories: list[int] = field(default_factory=list)
-
-
-# --- Assignments ---------------------------------------------------------------------------------
-
-
-def action_archive_path(attempt_id: int, index: int) -> str:
-    """Where the runner fetches the tree of the run's ``index``-th action (sorted by key)."""
-    return f"{API_PREFIX}/attempts/{attempt_id}/actions/{index}.tar"
-
-
-def wire_actions(run: Run, attempt_id: int, keys: list[str]) -> dict[str, Action]:
-    """The assignment's ``actions``: the snapshot's entries for ``keys``, with archive paths."""
-    entries = (run.actions or {}).get("actions") or {}
-    ordered = sorted(entries)
-    result: dict[str, Action] = {}
-    for key in keys:
-        entry = entries[key]
-        result[key] = Action.from_json(
-            {
-                "reference": entry["reference"],
-                "repository": entry["repository"],
-                "commit": entry["commit"],
-                "path": entry["path"],
-                "archive_path": action_archive_path(attempt_id, ordered.index(key)),
-                "metadata": entry["metadata"],
-            },
-            f"actions[{key!r}]",
-        )
-    return result
-
-
-def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -> AssignmentStep:
-    return AssignmentStep(
-        id=str(step["id"]),
-        name=step.get("name") or str(step["id"]),
-        uses=step.get("uses") or "",
-        run=step.get("run") or "",
-        shell=step.get("shell") or "",
-        working_directory=step.get("working_directory") or "",
-        env=dict(step.get("env") or {}),
-        condition=step.get("if") or "success()",
-        continue_on_error=step.get("continue_on_error", False),
-        timeout_minutes=step.get("timeout_minutes") or 0,
-        action=(references or {}).get(step.get("uses") or "", ""),
-        inputs=dict(step.get("with") or {}),
-    )
-
-
-def build_assignment(
-    session: Session,
-    attempt: Attempt,
-    job: Job,
-    run: Run,
-    now: datetime,
-    attempt_token: str,
-) -> Assignment:
-    """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
-
-    It names secrets but holds no value: the runner asks for a started step's values.
-    """
-    from forge_ci.runs.event_payload import run_inputs
-
-    plan_job = job.definition()
-    steps = list(plan_job.get("steps", []))
-    references = dict((run.actions or {}).get("references") or {})
-    actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
-    needs: dict[str, Any] = {}
-    if job.needs:
-        graph = RunGraph(session, run)
-        needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
-    return Assignment(
-        attempt_id=attempt.id,
-        attempt_number=attempt.number,
-        state=attempt.state,
-        run_id=run.id,
-        run_number=run.number,
-        job_id=job.id,
-        job_key=job.key,
-        job_workflow_id=job.job_id,
-        job_name=job.name,
-        timeout_minutes=attempt.timeout_minutes,
-        steps=tuple(_wire_step(step, references) for step in steps),
-        outputs=dict(plan_job.get("outputs") or {}),
-        contexts={
-            "github": github_context(run, job, attempt, job_token(attempt_token)),
-            "matrix": plan_job.get("matrix"),
-            "strategy": plan_job.get("strategy"),
-            "needs": needs,
-            "inputs": run_inputs(run.context),
-            # Current values (like secrets): a rerun sees the variables as they are now.
-            "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
-        },
-        source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
-        actions=actions,
-        lease_deadline_ms=to_ms(attempt.lease_expires_at),
-        job_deadline_ms=to_ms(attempt.job_deadline_at),
-        server_time_ms=to_ms(now),
-    )
 
 
 # --- One claim transaction -----------------------------------------------------------------------
