@@ -86,8 +86,11 @@ def test_port_forwarding_is_refused(alice: paramiko.Transport) -> None:
         alice.request_port_forward("127.0.0.1", 0)
 
 
-def test_only_git_commands_run(alice: paramiko.Transport) -> None:
+def test_only_git_and_forge_ci_commands_run(alice: paramiko.Transport) -> None:
     status, out, err = run(alice, "ls /; echo hacked")
+    assert status == 2 and out == b""
+    assert err.startswith(b"forge-ci: unknown command 'ls'")
+    status, out, err = run(alice, "git-upload-archive 'alice/demo.git'")
     assert status == 2 and out == b""
     assert b"only git-upload-pack and git-receive-pack are served here" in err
 
