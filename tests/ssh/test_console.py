@@ -6,19 +6,21 @@ carol  may read it              dave   has a key and nothing else
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from forge_ci.authz import Actor
 from forge_ci.cli import cli
 from forge_ci.db import Database
+from forge_ci.models import User
 from forge_ci.settings import Settings
+from forge_ci_testing.forge import wait_for
 from forge_ci_testing.git import GitClient
 from ssh.server import SshServer
-from tests.ssh.conftest import MakeClient
+from tests.ssh.conftest import MakeClient, start_server
 
 WORKFLOW = """\
 on: [workflow_dispatch, push]
@@ -54,17 +56,20 @@ def people(server: SshServer, client_for: MakeClient) -> dict[str, GitClient]:
     return {name: client_for(name, port) for name in ("alice", "bob", "carol", "dave")}
 
 
-@pytest.fixture
-def pushed(people: dict[str, GitClient]) -> GitClient:
-    """alice/demo with a dispatchable workflow on main."""
-    alice = people["alice"]
+def push_workflow(alice: GitClient) -> None:
     work = alice.work_tree()
     (work / ".github" / "workflows").mkdir(parents=True)
     (work / ".github" / "workflows" / "ci.yml").write_text(WORKFLOW)
     alice.git("add", ".", cwd=work)
     alice.git("commit", "-q", "-m", "ci", cwd=work)
     alice.push(work, "main")
-    return alice
+
+
+@pytest.fixture
+def pushed(people: dict[str, GitClient]) -> GitClient:
+    """alice/demo with a dispatchable workflow on main."""
+    push_workflow(people["alice"])
+    return people["alice"]
 
 
 def cli_json(settings: Settings, *args: str) -> object:
@@ -242,3 +247,236 @@ def test_runs_list_show_dispatch_cancel_rerun_and_logs(
     )
     rerun = json.loads(ok(alice.ssh("run", "rerun", "alice/demo", "1", "--failed", "--json")))
     assert rerun["rerun_of"] == 1 and rerun["number"] == 4
+
+
+def test_secrets_and_variables_take_their_values_from_stdin_only(
+    pushed: GitClient, people: dict[str, GitClient], world: Settings, database: Database
+) -> None:
+    alice, carol, dave = pushed, people["carol"], people["dave"]
+    scope = ("--repo", "alice/demo", "--branch", "main", "--workflow", ".github/workflows/ci.yml")
+    saved = alice.ssh("secret", "set", "TOKEN", *scope, "--version", "0", stdin=b"s3cret-value\n")
+    assert ok(saved) == "secret TOKEN of alice/demo saved at version 1\n"
+    listed = json.loads(ok(alice.ssh("secret", "list", "--repo", "alice/demo", "--json")))
+    assert [(e["name"], e["version"], e["branch"]) for e in listed] == [("TOKEN", "1", "main")]
+    assert shape(listed) == shape(cli_json(world, "secret", "list", "--repo", "alice/demo"))
+    assert "s3cret" not in json.dumps(listed)
+    # An update with empty stdin keeps the value; a stale version is refused.
+    kept = json.loads(ok(alice.ssh("secret", "set", "TOKEN", *scope, "--version", "1", "--json")))
+    assert kept["version"] == "2"
+    stale = alice.ssh("secret", "set", "TOKEN", *scope, "--version", "1", stdin=b"x")
+    assert one_line(stale).startswith("forge-ci: ")
+    assert "version" in stale.stderr
+    assert one_line(alice.ssh("secret", "set", "NEW", *scope, "--version", "0")) == (
+        "forge-ci: the secret value is empty; a value has at least 1 byte"
+    )
+    too_big = alice.ssh("secret", "set", "BIG", *scope, "--version", "0", stdin=b"x" * 20_000)
+    assert one_line(too_big) == (
+        "forge-ci: the secret value on standard input is larger than 16384 bytes"
+    )
+    assert "the following arguments are required: --branch, --workflow" in refused(
+        alice.ssh("secret", "set", "T2", "--repo", "alice/demo", "--version", "0")
+    )
+    # Readers may not manage secrets; strangers learn nothing.
+    assert one_line(carol.ssh("secret", "list", "--repo", "alice/demo")).startswith(
+        "forge-ci: admin access to alice/demo is required"
+    )
+    assert one_line(dave.ssh("secret", "list", "--repo", "alice/demo")) == (
+        "forge-ci: repository alice/demo not found"
+    )
+    assert one_line(
+        alice.ssh("secret", "delete", "TOKEN", "--repo", "alice/demo", "--version", "1")
+    )
+    deleted = alice.ssh("secret", "delete", "TOKEN", "--repo", "alice/demo", "--version", "2")
+    assert ok(deleted) == "secret TOKEN of alice/demo deleted (version 3)\n"
+
+    assert ok(
+        alice.ssh("var", "set", "REGION", "--repo", "alice/demo", "--version", "0", stdin=b"eu")
+    )
+    variables = ok(alice.ssh("var", "list", "--repo", "alice/demo"))
+    assert variables.splitlines()[0].split()[-1] == "VALUE" and " eu" in variables
+    assert shape(json.loads(ok(alice.ssh("var", "list", "--repo", "alice/demo", "--json")))) == (
+        shape(cli_json(world, "var", "list", "--repo", "alice/demo"))
+    )
+
+
+def test_keys_of_ones_own_account(
+    people: dict[str, GitClient], keys: dict[str, Path], tmp_path: Path
+) -> None:
+    from forge_ci_testing.keys import make_key
+
+    alice, bob = people["alice"], people["bob"]
+    mine = json.loads(ok(alice.ssh("key", "list", "--json")))
+    assert [(k["user"], k["in_use"]) for k in mine] == [("alice", True)]
+    spare = make_key(tmp_path, name="spare")
+    added = json.loads(
+        ok(alice.ssh("key", "add", "--json", stdin=Path(f"{spare}.pub").read_bytes()))
+    )
+    assert added["user"] == "alice"
+    assert one_line(bob.ssh("key", "add", stdin=Path(f"{spare}.pub").read_bytes())) == (
+        f"forge-ci: key {added['fingerprint']} is already registered to another user"
+    )
+    assert one_line(alice.ssh("key", "add", stdin=b"not a key")).startswith("forge-ci: ")
+    assert one_line(alice.ssh("key", "add", stdin=b"x" * 20_000)) == (
+        "forge-ci: the public key on standard input is larger than 16384 bytes"
+    )
+    in_use = mine[0]["fingerprint"]
+    assert one_line(alice.ssh("key", "remove", in_use)) == (
+        f"forge-ci: key {in_use} is the one this connection uses; connect with another of "
+        "your keys to remove it"
+    )
+    # Someone else's key does not exist for bob.
+    assert one_line(bob.ssh("key", "remove", str(added["id"]))) == f"forge-ci: no key {added['id']}"
+    assert ok(alice.ssh("key", "remove", str(added["id"]))) == (
+        f"removed key {added['fingerprint']} of alice\n"
+    )
+    assert len(json.loads(ok(alice.ssh("key", "list", "--json")))) == 1
+
+
+def test_site_administration(
+    people: dict[str, GitClient], world: Settings, database: Database
+) -> None:
+    alice, dave = people["alice"], people["dave"]
+    assert one_line(dave.ssh("provider", "list")) == (
+        "forge-ci: only site administrators manage providers"
+    )
+    assert one_line(dave.ssh("user", "list")) == "forge-ci: only site administrators may list users"
+    with database.session() as session:
+        user = session.query(User).filter_by(name="alice").one()
+        user.is_admin = True
+        session.commit()
+    assert json.loads(ok(alice.ssh("whoami", "--json")))["admin"] is True
+    created = json.loads(
+        ok(
+            alice.ssh(
+                "provider",
+                "create",
+                "--name",
+                "p1",
+                "--labels",
+                "self-hosted,linux",
+                "--repositories",
+                "alice/demo",
+                "--json",
+            )
+        )
+    )
+    assert len(created.pop("token")) == 64 and created["state"] == "active"
+    text = ok(
+        alice.ssh(
+            "provider",
+            "create",
+            "--name",
+            "p2",
+            "--labels",
+            "self-hosted,windows",
+            "--scope",
+            "all",
+        )
+    )
+    assert text.splitlines()[1].startswith("token (shown only now): ")
+    listed = json.loads(ok(alice.ssh("provider", "list", "--json")))
+    assert [p["name"] for p in listed] == ["p1", "p2"]
+    assert shape(listed) == shape(cli_json(world, "provider", "list"))
+    assert "token" not in json.dumps(listed)
+    assert ok(alice.ssh("provider", "pause", "p1")).startswith("paused provider p1 (paused")
+    assert ok(alice.ssh("provider", "resume", "p1")).startswith("resumed provider p1 (active")
+    labels = json.loads(
+        ok(alice.ssh("provider", "labels", "p1", "--labels", "self-hosted,linux,gpu", "--json"))
+    )
+    assert (labels["labels"], labels["cancelled_attempts"]) == ("gpu,linux,self-hosted", 0)
+    access = ok(alice.ssh("provider", "access", "p1", "--scope", "all"))
+    assert (
+        access.splitlines()
+        == [
+            "updated provider p1 (active, labels gpu, repositories *)",
+            "cancelled 0 running attempt(s) outside the new scope",
+        ]
+        or "repositories *" in access
+    )
+    assert one_line(
+        alice.ssh("provider", "access", "p1", "--scope", "all", "--repositories", "a/b")
+    )
+    assert ok(alice.ssh("provider", "revoke", "p2")).startswith("revoked provider p2 (revoked")
+    assert one_line(alice.ssh("provider", "pause", "nope")).startswith("forge-ci: ")
+    users = json.loads(ok(alice.ssh("user", "list", "--json")))
+    assert [u["name"] for u in users] == ["alice", "bob", "carol", "dave"]
+    assert shape(users) == shape(cli_json(world, "user", "list"))
+
+
+def test_limits_slots_per_user_deadline_and_followers_that_go_away(
+    world: Settings, client_for: MakeClient, database: Database
+) -> None:
+    settings = dataclasses.replace(world, ssh_command_timeout=1.0, ssh_commands_per_user=2)
+    server, thread = start_server(settings)
+    followers: list[subprocess.Popen[bytes]] = []
+    try:
+        port = server.address[1]
+        alice, bob = client_for("alice", port), client_for("bob", port)
+        push_workflow(alice)
+        ok(
+            alice.ssh(
+                "run",
+                "dispatch",
+                "alice/demo",
+                "--branch",
+                "main",
+                "--workflow",
+                ".github/workflows/ci.yml",
+            )
+        )
+        with database.session() as session:
+            alice_id = session.query(User).filter_by(name="alice").one().id
+        slots = server.context.command_slots
+
+        # A run that nobody serves never ends: its followers hold their slots...
+        for _ in range(2):
+            followers.append(
+                subprocess.Popen(
+                    alice.ssh_command("run", "logs", "alice/demo", "1", "--follow"),
+                    env=alice.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        wait_for("two followers", lambda: slots.running(alice_id) == 2, 20)
+        assert one_line(alice.ssh("run", "list", "alice/demo")) == (
+            "forge-ci: you already have 2 commands running; wait for one to end"
+        )
+        assert ok(bob.ssh("run", "list", "alice/demo", "--json"))  # each user has their own
+        # ...until their client goes away: nothing of a follow outlives it.
+        followers[0].kill()
+        wait_for("the follow to end", lambda: slots.running(alice_id) == 1, 20)
+
+        # A command that is not a follow has a deadline, reading stdin included.
+        stuck = subprocess.Popen(
+            alice.ssh_command("var", "set", "X", "--repo", "alice/demo", "--version", "0"),
+            env=alice.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = _wait_open_stdin(stuck)
+        assert (stuck.returncode, out, err) == (
+            2,
+            b"",
+            b"forge-ci: the command did not finish within 1 s\n",
+        )
+        assert stuck.stdin is not None
+        stuck.stdin.close()
+        followers[1].terminate()
+        wait_for("every slot free", lambda: slots.running(alice_id) == 0, 20)
+    finally:
+        for follower in followers:
+            follower.kill()
+            follower.communicate()
+        server.close(grace=5)
+        thread.join(10)
+
+
+def _wait_open_stdin(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Wait for ``process`` while its stdin stays open (communicate() would close it)."""
+    assert process.stdout is not None and process.stderr is not None
+    process.wait(30)
+    with process.stdout, process.stderr:
+        return process.stdout.read(), process.stderr.read()
