@@ -13,8 +13,7 @@ KEY_COLUMNS = ["id", "type", "bits", "fingerprint", "comment"]
 
 
 def show_help(call: Call) -> int:
-    for line in help_lines(COMMANDS, call.args.topic):
-        call.term.out(line)
+    call.term.lines(help_lines(COMMANDS, call.args.topic))
     return EXIT_OK
 
 

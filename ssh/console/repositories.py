@@ -22,7 +22,7 @@ def repo_list(call: Call) -> int:
 def repo_show(call: Call) -> int:
     with call.session(read_only=True) as (session, actor):
         info = show_repository(session, actor, call.args.full_name)
-    return call.print(info.as_dict(), lambda: [call.term.out(x) for x in info.text_lines()])
+    return call.print(info.as_dict(), lambda: call.term.lines(info.text_lines()))
 
 
 def workflows(call: Call) -> int:

@@ -27,12 +27,7 @@ def run_list(call: Call) -> int:
 def run_show(call: Call) -> int:
     with call.session(read_only=True) as (session, actor):
         data = run_report(session, actor, call.args.full_name, call.args.number)
-    return call.print(data, lambda: _lines(call, report_lines(data)))
-
-
-def _lines(call: Call, lines: list[str]) -> None:
-    for line in lines:
-        call.term.out(line)
+    return call.print(data, lambda: call.term.lines(report_lines(data)))
 
 
 def _summary(call: Call, full_name: str, number: int) -> dict[str, Any]:

@@ -76,6 +76,9 @@ class Terminal:
     def out(self, line: str) -> None:
         self._send((line + "\n").encode(), stderr=False)
 
+    def lines(self, lines: Sequence[str]) -> None:
+        self._send("".join(line + "\n" for line in lines).encode(), stderr=False)
+
     def err(self, line: str) -> None:
         self._send((line + "\n").encode(), stderr=True)
 
@@ -83,7 +86,7 @@ class Terminal:
         self._send(json_text(value).encode(), stderr=False)
 
     def table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
-        self._send("".join(line + "\n" for line in table_lines(rows, columns)).encode(), False)
+        self.lines(table_lines(rows, columns))
 
     def read_stdin(self, limit: int, what: str) -> bytes:
         """Standard input up to its end; InvalidInput (naming ``what``) beyond ``limit`` bytes."""

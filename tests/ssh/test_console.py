@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from forge_ci.authz import Actor
 from forge_ci.cli import cli
 from forge_ci.db import Database
 from forge_ci.models import User
@@ -480,3 +481,54 @@ def _wait_open_stdin(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
     process.wait(30)
     with process.stdout, process.stderr:
         return process.stdout.read(), process.stderr.read()
+
+
+def test_run_watch_waits_for_the_run_the_push_starts(
+    people: dict[str, GitClient], world: Settings, database: Database
+) -> None:
+    """No worker runs here: the push stays undecided until the test processes it itself."""
+    from forge_ci.models import PushEvent
+    from forge_ci.repos import set_push_workflows
+    from forge_ci.runs.events import process_push_event
+
+    alice, carol = people["alice"], people["carol"]
+    assert one_line(alice.ssh("run", "watch", "alice/demo")) == (
+        "forge-ci: alice/demo has no runs yet"
+    )
+    with database.session() as session:
+        set_push_workflows(session, Actor.operator(), "alice/demo", True)
+        session.commit()
+    push_workflow(alice)
+    watcher = subprocess.Popen(
+        alice.ssh_command("run", "watch", "alice/demo"),
+        env=alice.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert watcher.stderr is not None
+        assert watcher.stderr.readline() == b"waiting for the push to main to be processed\n"
+        with database.session() as session:
+            event_id = session.query(PushEvent).one().id
+            process_push_event(session, world, event_id)
+            session.commit()
+        assert watcher.stderr.readline() == b"following run #1 of alice/demo\n"
+        # carol did not push: she follows the newest run at once.
+        follower = subprocess.Popen(
+            carol.ssh_command("run", "watch", "alice/demo"),
+            env=carol.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert follower.stderr is not None
+        assert follower.stderr.readline() == b"following run #1 of alice/demo\n"
+        ok(alice.ssh("run", "cancel", "alice/demo", "1"))
+        assert follower.wait(30) == 1
+        assert follower.stderr.read() == b"run #1 of alice/demo did not succeed: cancelled\n"
+        follower.stderr.close()
+        assert watcher.wait(30) == 1
+    finally:
+        watcher.kill()
+        watcher.communicate()
