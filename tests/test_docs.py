@@ -204,7 +204,7 @@ def test_every_cli_command_is_in_the_operator_guide_table() -> None:
     assert not unknown, f"docs/operator-guide.md documents commands that do not exist: {unknown}"
 
 
-# --- SSH-side commands -----------------------------------------------------------------------------
+# --- SSH-side commands ---------------------------------------------------------------------------
 
 SSH_DOC = ROOT / "docs" / "ssh.md"
 _SSH_EXAMPLE = re.compile(r"(?:^|&&\s*)ssh git@HOST ([^#\n]*)")
@@ -235,7 +235,7 @@ def test_every_ssh_example_parses() -> None:
 
     examples = ssh_examples()
     assert len(examples) >= 5, examples
-    for where, command in examples:
+    for _where, command in examples:
         parse(shlex.split(command), COMMANDS)  # raises Usage, naming the problem
     with pytest.raises(Exception, match="unknown command"):
         parse(["run", "watchh", "alice/demo"], COMMANDS)

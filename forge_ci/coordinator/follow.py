@@ -26,7 +26,7 @@ from forge_ci.db import SessionScope
 from forge_ci.errors import NotFound
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def defused(text: str) -> str:
