@@ -2,7 +2,8 @@
 
 ::
 
-    socket dir + relay (+ egress proxy) ──► workspace volume ──► container forge-ci-job-<provider>-<attempt>
+    socket dir + relay (+ egress proxy) ──► workspace volume
+      ──► container forge-ci-job-<provider>-<attempt>
       (stdin: credential and assignment, then EOF) ──► follow stdout/stderr into the log
       ──► wait (job limit + margin; SIGTERM when the provider stops, SIGKILL after a grace)
       ──► remove the container ──► close the relay and the proxy (its last records go to the
