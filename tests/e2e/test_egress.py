@@ -165,7 +165,8 @@ def jobs(index: int, quiet: Silent, other: Silent, six: Silent) -> str:
       - name: pip install from the allow-listed index
         run: |
           unset NO_PROXY no_proxy
-          test "$HTTP_PROXY" = "$https_proxy" && case "$HTTP_PROXY" in http://127.0.0.1:*) ;; *) exit 9;; esac
+          test "$HTTP_PROXY" = "$https_proxy"
+          case "$HTTP_PROXY" in http://127.0.0.1:*) ;; *) exit 9;; esac
           python3 -m pip install --quiet --disable-pip-version-check --no-cache-dir \\
             --index-url http://127.0.0.1:{index}/simple/ egress-probe
           python3 -c 'import {PROBE}; print("probe:", {PROBE}.VALUE)'
