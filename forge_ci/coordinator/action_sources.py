@@ -9,8 +9,8 @@ repository or the action cache; a ``./PATH`` action by the run's own pin)::
 
     attempt request (locked): running, this execution ──► requester authorized
       ──► n names an action of this job ──► where it lives      (the transaction ends here)
-    pin check ──► tar of <commit>:<path>: regular files (0644/0755) and folders only; symbolic
-      links are left out; at most 10,000 files and 64 MiB
+    pin check ──► tar of <commit>:<path>: regular files (0644/0755), folders and symbolic links
+      (their target as committed, checked at run creation); at most 10,000 files and 64 MiB
 
 The tar is written here from git objects, so nothing of the repository's configuration runs.
 """
@@ -38,8 +38,10 @@ from forge_ci.protocol import SourceRequest
 from forge_ci.runs.actions import (
     MAX_ACTION_FILES,
     MAX_ACTION_TREE_BYTES,
+    ActionProblem,
     action_repository,
     job_action_keys,
+    link_target,
 )
 from forge_ci.runs.pins import pinned_commit
 from forge_ci.settings import Settings
@@ -146,6 +148,13 @@ def _add_tree(
                 info.mode = 0o755 if mode == FileMode.BLOB_EXECUTABLE else 0o644
                 archive.addfile(info, io.BytesIO(data))
             elif mode == FileMode.LINK:
-                continue  # checked at run creation to stay inside the action; not delivered
+                info = tarfile.TarInfo(path)
+                info.type = tarfile.SYMTYPE
+                try:
+                    info.linkname = link_target(git, entry.id, name, path)
+                except ActionProblem as problem:
+                    raise SourceRefused(str(problem)) from None
+                info.mode = 0o777
+                archive.addfile(info)
             else:
                 raise SourceRefused(f"action {name}: {path!r} is not a file or folder")

@@ -15,7 +15,7 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from forge_ci.protocol import CHECKOUT as CHECKOUT
 from forge_ci.protocol.steps import INPUT_NAME_RE
@@ -251,7 +251,8 @@ def _step(
             problems.at(key, f"'{written}' is not a step key{hint}")
 
     def scope(where: str, contexts: frozenset[str], **flags: bool) -> Scope:
-        return job_scope.narrowed(where, contexts, steps=earlier, **flags)
+        # Every step key may use hashFiles(): the runner evaluates it over the workspace.
+        return job_scope.narrowed(where, contexts, steps=earlier, files=True, **flags)
 
     name: Template | None = None
     # A null name or working-directory means what leaving it out means (GitHub: empty).
@@ -386,7 +387,7 @@ def _inputs(
         scalar = string(value, f"with.{key.value}", problems)
         if scalar is None:
             continue
-        template = checker.template(scalar, scope.narrowed(f"with.{key.value}", scope.contexts))
+        template = checker.template(scalar, replace(scope, where=f"with.{key.value}"))
         if template is not None:
             inputs[key.value] = template
     return inputs

@@ -30,6 +30,7 @@ from typing import Any
 
 from forge_ci.workflow.diagnostics import Problems, did_you_mean
 from forge_ci.workflow.expressions import (
+    FILE_FUNCTIONS,
     MAX_EXPRESSION_LENGTH,
     STATUS_FUNCTIONS,
     ExpressionError,
@@ -119,6 +120,8 @@ class Scope:
     whole_secret: bool = False
     #: In run: each ``${{ secrets.NAME }}`` part is allowed (passed through the environment).
     secret_parts: bool = False
+    #: A step key: hashFiles() may read the workspace (the runner evaluates it).
+    files: bool = False
     matrix_keys: frozenset[str] | None = None
     needs: frozenset[str] = frozenset()
     steps: frozenset[str] = frozenset()
@@ -131,6 +134,7 @@ class Scope:
             conditions=changes.get("conditions", False),
             whole_secret=changes.get("whole_secret", False),
             secret_parts=changes.get("secret_parts", False),
+            files=changes.get("files", False),
             matrix_keys=self.matrix_keys,
             needs=self.needs,
             steps=changes.get("steps", self.steps),
@@ -147,8 +151,10 @@ class Expr:
 
     @property
     def static(self) -> bool:
-        """Fixed per job instance: it reads only matrix and strategy (or nothing)."""
-        return self.contexts <= STATIC_CONTEXTS
+        """Fixed per job instance: it reads only matrix and strategy (or nothing), no files."""
+        if not self.contexts <= STATIC_CONTEXTS:
+            return False
+        return not {name.lower() for name in called_functions(self.node)} & FILE_FUNCTIONS
 
 
 @dataclass(frozen=True)
@@ -323,6 +329,13 @@ class ExpressionChecker:
         for name in sorted(called_functions(expr.node)):
             if name.lower() in STATUS_FUNCTIONS and not scope.conditions:
                 self._error(scalar, offset, f"{name}() can only be used in an if condition")
+            if name.lower() in FILE_FUNCTIONS and not scope.files:
+                self._error(
+                    scalar,
+                    offset,
+                    f"{name}() reads the job's workspace, so only step keys can use it "
+                    f"(not {where})",
+                )
         for context in sorted(expr.contexts):
             if context == "secrets":
                 self._check_secret(expr, scalar, offset, scope, whole)

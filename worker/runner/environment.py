@@ -19,11 +19,14 @@ name in the plan's env is refused, as the workflow engine refuses it.
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from forge_ci.protocol import RunnerInput
 from worker.runner.contexts import runner_arch
 from worker.runner.filecommands import CommandFiles, reserved_env_name
 
@@ -163,3 +166,35 @@ def step_environment(
         if "\x00" in value or "\x00" in name or "=" in name:
             raise StepEnvironmentError(f"env {name[:80]!r} contains a NUL character or '='")
     return env
+
+
+class ConfigurationError(Exception):
+    """The runner's input or surroundings are unusable; nothing was started."""
+
+
+def check_surroundings(runner_input: RunnerInput) -> Layout:
+    """The workspace must be an empty directory and the API socket a socket."""
+    try:
+        mode = os.stat(runner_input.api_socket).st_mode
+    except OSError as exc:
+        raise ConfigurationError(
+            f"the runner API socket {runner_input.api_socket} is missing: {exc.strerror}"
+        ) from None
+    if not stat.S_ISSOCK(mode):
+        raise ConfigurationError(f"{runner_input.api_socket} is not a socket")
+    workspace = runner_input.workspace
+    try:
+        entries = os.listdir(workspace)
+    except OSError as exc:
+        raise ConfigurationError(f"the workspace {workspace} is unusable: {exc.strerror}") from None
+    if entries:
+        raise ConfigurationError(
+            f"the workspace {workspace} must be empty; it holds {len(entries)} entries"
+        )
+    workspace = os.path.realpath(workspace)
+    return Layout(
+        workspace=workspace,
+        home=os.path.join(workspace, ".home"),
+        tmp=os.path.join(workspace, ".tmp"),
+        runner_dir="",
+    )

@@ -3,8 +3,9 @@ workspace, at ``<runner dir>/_actions/<commit>/<path or _root>``.
 
 The archive is the action's folder at its pinned commit, served like the source archive (the
 same 64 MiB / 30 s bounds) and checked completely by :mod:`worker.runner.archive` before a byte
-is written: a link, a traversal path or a device refuses the whole action, and nothing of it
-runs.
+is written: a hard link, a traversal path or a device refuses the whole action, and nothing of
+it runs. The action's symbolic links are kept (made last, never written through; their targets
+resolve in the job's container).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class ActionTrees:
         if os.listdir(target):
             raise ActionUnavailable(f"{what}: {target} is not empty")
         try:
-            extract_archive(data, target, self.interrupted)
+            extract_archive(data, target, self.interrupted, links=True)
         except ArchiveRefused as exc:
             raise ActionUnavailable(f"{what} was refused: {exc}") from None
         self._ready[action.key] = target
