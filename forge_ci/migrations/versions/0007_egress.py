@@ -1,7 +1,7 @@
 """egress_connections (the egress audit) and providers.egress_policy
 
 Revision ID: 0007_egress
-Revises: 0006_contexts
+Revises: 0007_claims
 
 Jobs reach the network only through their provider's per-attempt proxy; every connection it
 was asked for is stored here, and each provider reports the policy it applies (shown on the
@@ -16,7 +16,7 @@ from alembic import op
 import forge_ci.models.base
 
 revision = "0007_egress"
-down_revision = "0006_contexts"
+down_revision = "0007_claims"
 branch_labels = None
 depends_on = None
 
