@@ -113,9 +113,8 @@ def main() -> None:
     print(f"  direct                      {direct:8.0f} MiB/s")
     print(f"  proxy, plain HTTP           {via_http:8.0f} MiB/s  ratio {via_http / direct:.2f}")
     print(f"  proxy, CONNECT tunnel       {via_tunnel:8.0f} MiB/s  ratio {via_tunnel / direct:.2f}")
-    print(
-        f"  audit records               {len(records):8d} (all allowed: {all(r.allowed for r in records)})"
-    )
+    allowed = all(r.allowed for r in records)
+    print(f"  audit records               {len(records):8d} (all allowed: {allowed})")
     goal = min(via_http, via_tunnel) / direct
     print(f"goal: at least 0.50 of direct: {'met' if goal >= 0.5 else 'NOT met'} ({goal:.2f})")
 
