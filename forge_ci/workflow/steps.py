@@ -271,7 +271,9 @@ def _step(
     continue_on_error: bool | Template = False
     inputs: dict[str, Template] | None = None
     if action is not None:
-        inputs = _inputs(node, action, scope("with", _STEP_CONTEXTS), checker, problems)
+        inputs = _inputs(
+            node, action, scope("with", _STEP_CONTEXTS, any_secret=True), checker, problems
+        )
     # Every step but the built-in checkout: a refused action's env and if are checked as well,
     # since their problems are independent of the refusal.
     if uses is None:
@@ -279,7 +281,9 @@ def _step(
         if scalar is not None:
             if not scalar.value.strip():
                 problems.at(scalar, "run must not be empty")
-            run = checker.template(scalar, scope("run", _STEP_CONTEXTS, secret_parts=True))
+            run = checker.template(
+                scalar, scope("run", _STEP_CONTEXTS, secret_parts=True, any_secret=True)
+            )
         if "shell" in node:
             step_shell = read_shell(node["shell"], checker, problems)
         if "working-directory" in node and not is_null(node["working-directory"]):
@@ -290,7 +294,7 @@ def _step(
                 scope("working-directory", _STEP_CONTEXTS),
             )
         if "env" in node:
-            env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True)
+            env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True, any_secret=True)
             env = parse_env(node["env"], env_scope, checker, problems)
         if "if" in node:
             found = _condition(

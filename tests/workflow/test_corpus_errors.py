@@ -19,6 +19,8 @@ Two changes of the same errors are intended and allowed for:
   is refused at the same position with the new reason.
 * ``hashFiles()`` is evaluated by the runner in step keys (issue #16): those refusals are gone;
   in job keys it is refused on the same line with the new wording.
+* secrets may be read by any expression of an env, run or with value (issue #16): those
+  refusals are gone; elsewhere the refusal is reworded on the same line.
 * issue #16's contexts: the refusals of contexts and fields forge-ci now provides are gone
   (``_NOW_SUPPORTED``); a github field that is still unknown is named with the new field list.
 
@@ -166,6 +168,8 @@ TRANSITIONS: list[tuple[str, str, str | None]] = [
     (r"'(\w+)' is not a pull_request type.*", "reworded", r"'\1' is not a pull_request type"),
     # hashFiles() (issue #16): the runner evaluates it in step keys; elsewhere a sharper refusal.
     (r"invalid expression in (.*): hashFiles\(\) is not supported by forge-ci: .*", "files", None),
+    # Secrets in any env, run or with expression (issue #16); elsewhere reworded on that line.
+    (r"secrets can only be used as a whole env value, like NAME: \S+ \S+ \S+(.*)", "secrets", None),
 ]
 #: Where hashFiles() is evaluated (the step keys; GitHub's availability table).
 _STEP_KEYS = re.compile(r"run|a step name|a step's if|step env|continue-on-error|with\..*")
@@ -187,6 +191,11 @@ def _transition(message: str) -> tuple[str, str | None] | None:
                 return "accepted", None
             where = re.escape(match.group(1))
             return "line", rf"hashFiles\(\) reads the job's workspace, .*\(not {where}\)"
+        if kind == "secrets":
+            where = re.fullmatch(r" \(not in (.*)\)", match.group(1))
+            if where is None or re.fullmatch(r"run|with\..*|.*env", where.group(1)):
+                return "accepted", None
+            return "line", r"secrets can only be used in env, run and with values"
         if kind == "notice" and pattern.startswith("the '") and match.group(1) in EVENTS:
             return "accepted", None  # an event forge-ci has learnt to fire since
         if result is None:

@@ -12,6 +12,7 @@ Layers, later ones win::
     job         what earlier steps wrote to GITHUB_ENV
     step        the plan's env of the step (workflow < job < step, merged when planned)
     secrets     values delivered for this step only, for its ``{"secret": NAME}`` entries
+                (not the ``_FORGE_CI_EXPR_SECRET_*`` holders: those are for its expressions)
 
 The attempt credential, the API socket and the provider's settings are never in it. A reserved
 name in the plan's env is refused, as the workflow engine refuses it.
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge_ci.protocol import RunnerInput
-from worker.runner.contexts import runner_arch
+from worker.runner.contexts import SECRET_HOLDER_PREFIX, runner_arch
 from worker.runner.filecommands import CommandFiles, reserved_env_name
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -159,6 +160,8 @@ def step_environment(
     env.update(added_env)
     for layer in (step_env, secrets):
         for name, value in layer.items():
+            if name.startswith(SECRET_HOLDER_PREFIX):
+                continue  # for the step's expressions only
             if reserved_env_name(name):
                 raise StepEnvironmentError(f"env {name} is reserved for the runner")
             env[name] = value

@@ -4,7 +4,7 @@
 
     check the workspace and socket ──► start (a fresh execution_id) ──► watchdog, heartbeats,
     uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► the actions'
-    pre steps, then each step, then the post steps (reverse order, also after a failure):
+    pre steps, each step, the post steps (reverse order; after a failure, a cancel, a timeout):
     if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
     completed with annotations and summary
       (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
@@ -202,6 +202,8 @@ class JobRunner:
         self.watchdog.start()
         self.heartbeat.start()
         self.uploader.start()
+        # The actions' trees download meanwhile, beside the checkout and the first steps.
+        self.trees.prefetch(self.assignment.actions.values())
         outputs: dict[str, str] = {}
         egress = EgressForwarder(self.input.egress_socket)
         try:
@@ -209,6 +211,7 @@ class JobRunner:
             outputs = self._steps()
         finally:
             egress.close()
+            self.trees.close()
             kill_descendants()
             shutil.rmtree(runner_dir, ignore_errors=True)
             self.watchdog.close()

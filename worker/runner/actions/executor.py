@@ -28,6 +28,7 @@ from worker.runner.actions.inputs import InputError, build_inputs
 from worker.runner.actions.trees import ActionTrees, ActionUnavailable
 from worker.runner.evaluation import EvaluationError, condition_holds, continues_on_error, render
 from worker.runner.scripts import ProcessFailed, ScriptRunner
+from worker.runner.stepenv import StepSetupError, with_secrets
 from worker.runner.watchdog import POST_GRACE, Watchdog
 
 
@@ -95,13 +96,14 @@ class ActionSteps:
             directory = self.host.trees.directory(action)
         except ActionUnavailable as exc:
             raise ActionFailed(str(exc)) from None
+        env, secrets = self.host.step_env(step, contexts)
         try:
-            inputs = build_inputs(action, step.inputs, contexts, where)
-        except InputError as exc:
+            # with: values may read secrets.NAME: the values just delivered to this step.
+            inputs = build_inputs(action, step.inputs, with_secrets(step, secrets, contexts), where)
+        except (InputError, StepSetupError) as exc:
             raise ActionFailed(str(exc)) from None
         for warning in inputs.warnings:
             self.host.scripts.uploader.write(self._log, "stderr", f"##[warning]{warning}\n")
-        env, secrets = self.host.step_env(step, contexts)
         extra = {
             **inputs.environment(),
             "GITHUB_ACTION": step.id,
