@@ -202,6 +202,8 @@ class JobRunner:
         self.watchdog.start()
         self.heartbeat.start()
         self.uploader.start()
+        # The actions' trees download meanwhile, beside the checkout and the first steps.
+        self.trees.prefetch(self.assignment.actions.values())
         outputs: dict[str, str] = {}
         egress = EgressForwarder(self.input.egress_socket)
         try:
@@ -209,6 +211,7 @@ class JobRunner:
             outputs = self._steps()
         finally:
             egress.close()
+            self.trees.close()
             kill_descendants()
             shutil.rmtree(runner_dir, ignore_errors=True)
             self.watchdog.close()

@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from forge_ci.coordinator.action_sources import ActionTarget, build_action_archive
 from forge_ci.coordinator.claims import wire_actions
+from forge_ci.coordinator.errors import SourceRefused
 from forge_ci.gitstore import repository_path
 from forge_ci.models import Run
 from forge_ci.protocol import Action
@@ -189,6 +190,17 @@ def test_real_action_is_resolved_pinned_and_stored(
     assert inner.read_bytes() == files["__tests__/data/poetry.lock"]
     with pytest.raises(ArchiveRefused, match="symbolic link"):
         extract_archive(data, str(tmp_path / "elsewhere"), links=False)
+    # Built once and kept: the next job is served the kept tar (after the same pin check).
+    kept = dataclasses.replace(target_of(forge, run, key), archives_dir=tmp_path / "archives")
+    with build_action_archive(kept).file as first:
+        assert first.read() == data
+    (stored,) = (tmp_path / "archives").iterdir()
+    assert stored.name.startswith(commit) and stored.read_bytes() == data
+    with build_action_archive(kept).file as second:
+        assert second.name == str(stored) and second.read() == data
+    gone = dataclasses.replace(kept, pin_ref="refs/forge-ci/actions/" + "0" * 40)
+    with pytest.raises(SourceRefused, match="no longer pinned"):
+        build_action_archive(gone)
 
 
 def test_unresolvable_reference_names_every_place_looked(forge: Forge, tmp_path: Path) -> None:
