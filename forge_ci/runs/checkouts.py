@@ -82,7 +82,8 @@ def _evaluated(
     from forge_ci.runs.event_payload import queue_contexts
     from forge_ci.workflow.expressions import ExpressionError, render_template, split_template
 
-    job = next((j for j in plan.get("jobs", []) if str(j.get("key")) == job_key), {})
+    jobs: list[dict[str, Any]] = plan.get("jobs", [])
+    job: dict[str, Any] = next((j for j in jobs if str(j.get("key")) == job_key), {})
     contexts = {
         **queue_contexts(definition.context),
         "matrix": job.get("matrix") or {},
