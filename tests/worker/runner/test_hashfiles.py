@@ -176,7 +176,7 @@ def reference(root: Path, patterns: list[tuple[bool, list[str]]]) -> list[str]:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     files=st.lists(PATHS, min_size=1, max_size=8),
