@@ -77,6 +77,8 @@ class Settings:
     #: Where ``uses: OWNER/REPO@REF`` is looked for after the forge's own repository of that
     #: name, in order (``<source>/<OWNER>/<REPO>``); empty: only the forge (``none``).
     action_sources: tuple[str, ...] = ("https://github.com",)
+    #: File holding the bearer token that ``GET /-/metrics`` requires; None: metrics are off.
+    metrics_token_file: Path | None = None
     #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
     #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
     test_faults: tuple[TestFault, ...] = ()
@@ -148,6 +150,7 @@ _ENV = {
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
     "action_sources": "FORGE_CI_ACTION_SOURCES",
+    "metrics_token_file": "FORGE_CI_METRICS_TOKEN_FILE",
 }
 #: Every environment variable that chooses a setting, the configuration file's first.
 SETTING_VARIABLES = ("FORGE_CI_CONFIG", *_ENV.values())
@@ -298,6 +301,9 @@ def load_settings(
         ),
         lease_seconds=_lease_seconds(raw.get("lease_seconds", 60)),
         action_sources=parse_action_sources(raw.get("action_sources", "https://github.com")),
+        metrics_token_file=(
+            Path(str(raw["metrics_token_file"])) if raw.get("metrics_token_file") else None
+        ),
         test_faults=parse_test_faults(environ),
     )
 
