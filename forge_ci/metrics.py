@@ -90,6 +90,7 @@ def collect(session: Session, now: datetime | None = None) -> list[Family]:
             .join(Job, Job.id == Attempt.job_id)
             .where(Job.queued_at.is_not(None))
         )
+        if queued is not None
     )
     for bound in CLAIM_BUCKETS:
         latency.add(sum(1 for d in delays if d <= bound), "_bucket", le=_number(bound))
