@@ -68,6 +68,10 @@ class Settings:
     repo_lock_timeout: float
     ssh_max_connections: int
     ssh_auth_timeout: float
+    #: Seconds an SSH-side command other than a follow may take, reading stdin included.
+    ssh_command_timeout: float
+    #: SSH-side commands one user may have running at once (follows included).
+    ssh_commands_per_user: int
     runner_image: str
     log_cap_bytes: int
     claim_wait_seconds: float
@@ -145,6 +149,8 @@ _ENV = {
     "repo_lock_timeout": "FORGE_CI_REPO_LOCK_TIMEOUT",
     "ssh_max_connections": "FORGE_CI_SSH_MAX_CONNECTIONS",
     "ssh_auth_timeout": "FORGE_CI_SSH_AUTH_TIMEOUT",
+    "ssh_command_timeout": "FORGE_CI_SSH_COMMAND_TIMEOUT",
+    "ssh_commands_per_user": "FORGE_CI_SSH_COMMANDS_PER_USER",
     "runner_image": "FORGE_CI_RUNNER_IMAGE",
     "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
@@ -291,6 +297,12 @@ def load_settings(
         ),
         ssh_auth_timeout=_positive_float(
             raw.get("ssh_auth_timeout", 30), "FORGE_CI_SSH_AUTH_TIMEOUT"
+        ),
+        ssh_command_timeout=_positive_float(
+            raw.get("ssh_command_timeout", 60), "FORGE_CI_SSH_COMMAND_TIMEOUT"
+        ),
+        ssh_commands_per_user=_positive_int(
+            raw.get("ssh_commands_per_user", 4), "FORGE_CI_SSH_COMMANDS_PER_USER"
         ),
         runner_image=str(raw.get("runner_image") or "forge-ci-runner:latest"),
         log_cap_bytes=_positive_int(

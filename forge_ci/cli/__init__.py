@@ -79,7 +79,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 #: Subcommands a group gets from a module of its own: (module, attribute). ``provider run`` and
 #: ``run logs`` are long-running clients, kept apart from the administration commands.
 SUBCOMMANDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "run": (("runlogs", "logs"),),
+    "run": (("runlogs", "logs"), ("runlogs", "watch")),
     "provider": (("provider_run", "run"),),
 }
 

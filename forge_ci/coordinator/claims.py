@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -48,7 +48,7 @@ from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
 from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
 from forge_ci.coordinator.logs import MASKERS
-from forge_ci.coordinator.providers import authenticate_provider, normalize_job_labels
+from forge_ci.coordinator.providers import authenticate_provider
 from forge_ci.db import SessionScope, begin_write, is_sqlite
 from forge_ci.models import (
     Attempt,
@@ -56,10 +56,13 @@ from forge_ci.models import (
     Job,
     Provider,
     ProviderGrant,
+    QueueCount,
+    QueuedJob,
     Run,
     RunSequence,
     utcnow,
 )
+from forge_ci.models.queue import key_labels
 from forge_ci.protocol import (
     API_PREFIX,
     Action,
@@ -76,8 +79,6 @@ CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
 JOB_BATCH = 200
 DEFAULT_TIMEOUT_MINUTES = 360
-#: Queued jobs the read-only look examines for one it could take.
-PRECHECK_JOBS = 1000
 #: Claim transactions one call may use (retry races, busy repositories) before answering null.
 MAX_ROUNDS = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -223,10 +224,13 @@ def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: date
 
 def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
     digest = token_hash(token)
-    reused = (
-        digest == provider.token_hash
-        or session.scalar(select(Attempt.id).where(Attempt.token_hash == digest)) is not None
-        or session.scalar(select(Provider.id).where(Provider.token_hash == digest)) is not None
+    reused = digest == provider.token_hash or session.scalar(
+        select(
+            or_(
+                exists().where(Attempt.token_hash == digest),
+                exists().where(Provider.token_hash == digest),
+            )
+        )
     )
     if reused:
         raise ClaimConflict(
@@ -235,39 +239,68 @@ def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
     return digest
 
 
-def _candidate_repositories(session: Session, provider: Provider) -> list[tuple[int, bool]]:
-    """Repositories with queued jobs in the provider's scope, least recently served first.
+@dataclass
+class Candidate:
+    """A repository with queued jobs this provider may take: its label sets, fairness keys."""
 
-    Each with whether it has a scheduling row (the row claims lock on PostgreSQL).
-    """
-    served = (
-        select(func.max(Attempt.claimed_at))
-        .where(Attempt.repository_id == Run.repository_id)
-        .correlate(Run)
-        .scalar_subquery()
-    )
-    query = (
-        select(
-            Run.repository_id,
-            func.min(Job.queued_at),
-            served,
-            func.count(RunSequence.repository_id.distinct()),
-        )
-        .join(Job, Job.run_id == Run.id)
-        .outerjoin(RunSequence, RunSequence.repository_id == Run.repository_id)
-        .where(Job.state == states.QUEUED)
-        .group_by(Run.repository_id)
-    )
+    repository_id: int
+    has_row: bool
+    label_keys: list[str] = field(default_factory=list)
+    served: datetime = _EPOCH
+    oldest: datetime = _EPOCH
+
+
+def _claimable_counts(provider: Provider) -> Select[int, str]:
+    """Label sets with queued jobs per repository in the provider's scope (count rows only)."""
+    query = select(QueueCount.repository_id, QueueCount.labels).where(QueueCount.queued > 0)
     if provider.scope != "all":
         granted = select(ProviderGrant.repository_id).where(
             ProviderGrant.provider_id == provider.id
         )
-        query = query.where(Run.repository_id.in_(granted))
-    rows = [
-        (last or _EPOCH, oldest or _EPOCH, repository_id, bool(sequences))
-        for repository_id, oldest, last, sequences in session.execute(query)
-    ]
-    return [(repository_id, has_row) for _, _, repository_id, has_row in sorted(rows)]
+        query = query.where(QueueCount.repository_id.in_(granted))
+    return query
+
+
+def _candidate_repositories(session: Session, provider: Provider) -> list[Candidate]:
+    """Repositories with queued jobs the provider may take, least recently served first.
+
+    Read from the queue counts (a few rows whatever the queue's depth); the fairness keys are
+    index seeks per row: the repository's last claim and its oldest queued job of the set.
+    """
+    served = (
+        select(func.max(Attempt.claimed_at))
+        .where(Attempt.repository_id == QueueCount.repository_id)
+        .correlate(QueueCount)
+        .scalar_subquery()
+    )
+    oldest = (
+        select(func.min(QueuedJob.queued_at))
+        .where(
+            QueuedJob.repository_id == QueueCount.repository_id,
+            QueuedJob.labels == QueueCount.labels,
+        )
+        .correlate(QueueCount)
+        .scalar_subquery()
+    )
+    has_row = (
+        select(RunSequence.repository_id)
+        .where(RunSequence.repository_id == QueueCount.repository_id)
+        .correlate(QueueCount)
+        .exists()
+    )
+    labels = provider.label_set
+    found: dict[int, Candidate] = {}
+    query = _claimable_counts(provider).add_columns(served, oldest, has_row)
+    for repository_id, key, last, first, row in session.execute(query):
+        if not key_labels(key) <= labels:
+            continue
+        candidate = found.setdefault(
+            repository_id, Candidate(repository_id, bool(row), served=last or _EPOCH)
+        )
+        candidate.label_keys.append(key)
+        first = first or _EPOCH
+        candidate.oldest = first if candidate.oldest == _EPOCH else min(candidate.oldest, first)
+    return sorted(found.values(), key=lambda c: (c.served, c.oldest, c.repository_id))
 
 
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
@@ -347,12 +380,14 @@ def _allocate(
     session.add(attempt)
     session.flush()
     assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
-    _add_steps(attempt, plan_job, assignment)
+    _add_steps(session, attempt, plan_job, assignment)
     session.flush()
     return assignment
 
 
-def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment) -> None:
+def _add_steps(
+    session: Session, attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment
+) -> None:
     """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
     from forge_ci.workflow.render import as_written
 
@@ -362,42 +397,54 @@ def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignmen
         rows.append((str(step["id"]), as_written(name) or str(step["id"])))
     pre, post = hook_steps(assignment.steps, assignment.actions)
     rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
-    for position, (step_id, name) in enumerate(rows):
-        attempt.steps.append(
-            AttemptStep(position=position, step_id=step_id, name=name, state=states.PENDING)
+    # Added beside the attempt, not through ``attempt.steps`` (that would load the collection).
+    session.add_all(
+        AttemptStep(
+            attempt_id=attempt.id,
+            position=position,
+            step_id=step_id,
+            name=name,
+            state=states.PENDING,
         )
+        for position, (step_id, name) in enumerate(rows)
+    )
+
+
+def _queued_in(session: Session, candidate: Candidate) -> list[int]:
+    """The candidate's queued job ids the provider may take, oldest first (index seeks)."""
+    rows: list[Any] = []
+    for key in candidate.label_keys:
+        rows.extend(
+            session.execute(
+                select(QueuedJob.queued_at, QueuedJob.job_id)
+                .where(QueuedJob.repository_id == candidate.repository_id, QueuedJob.labels == key)
+                .order_by(QueuedJob.queued_at, QueuedJob.job_id)
+                .limit(JOB_BATCH)
+            )
+        )
+    rows.sort(key=lambda row: (row.queued_at, row.job_id))
+    return [row.job_id for row in rows[:JOB_BATCH]]
 
 
 def _claim_in_repository(
     session: Session,
     provider: Provider,
-    repository_id: int,
+    candidate: Candidate,
     request: ClaimRequest,
     digest: str,
     now: datetime,
     source: secrets.SecretSource,
     lease: timedelta,
 ) -> Assignment | None:
-    labels = provider.label_set
     refusals: dict[int, str | None] = {}
-    # Columns only: most queued jobs are looked at and passed over (labels), not loaded.
-    rows = session.execute(
-        select(Job.id, Job.run_id, Job.runs_on)
-        .join(Run, Run.id == Job.run_id)
-        .where(Run.repository_id == repository_id, Job.state == states.QUEUED)
-        .order_by(Job.queued_at, Job.id)
-        .limit(JOB_BATCH)
-    ).all()
-    for job_id, run_id, runs_on in rows:
-        if not normalize_job_labels(runs_on) <= labels:
-            continue
+    for job_id in _queued_in(session, candidate):
         job = session.get(Job, job_id)
         if job is None or job.state != states.QUEUED:
             continue  # decided earlier in this transaction (a sibling's cancellation)
         run = job.run
-        if run_id not in refusals:
-            refusals[run_id] = requester_refusal(session, run)
-        refusal = refusals[run_id]
+        if run.id not in refusals:
+            refusals[run.id] = requester_refusal(session, run)
+        refusal = refusals[run.id]
         if refusal is not None:
             request_job_cancel(session, job, refusal, now)
             continue
@@ -447,14 +494,14 @@ def claim_once(
         # The only lock this transaction waits for; every other one is skipped when busy.
         _lock_repository(session, wait_for_repository, wait=True)
         holding = True
-    busy: list[int] = []
-    for repository_id, has_row in _candidate_repositories(session, provider):
-        if has_row and not _lock_repository(session, repository_id, wait=False):
-            busy.append(repository_id)
+    busy: list[Candidate] = []
+    for candidate in _candidate_repositories(session, provider):
+        if candidate.has_row and not _lock_repository(session, candidate.repository_id, wait=False):
+            busy.append(candidate)
             continue
-        holding = holding or has_row
+        holding = holding or candidate.has_row
         assignment = _claim_in_repository(
-            session, provider, repository_id, request, digest, now, source, lease
+            session, provider, candidate, request, digest, now, source, lease
         )
         if assignment is not None:
             return ClaimOutcome(assignment)
@@ -463,14 +510,14 @@ def claim_once(
         # wait for one here (no lock to deadlock on) instead of starting over. Any one: all
         # claimers saw the same order, and queueing on the first would idle the others.
         chosen = random.choice(busy)
-        _lock_repository(session, chosen, wait=True)
+        _lock_repository(session, chosen.repository_id, wait=True)
         assignment = _claim_in_repository(
             session, provider, chosen, request, digest, now, source, lease
         )
         if assignment is not None:
             return ClaimOutcome(assignment)
         busy.remove(chosen)
-    return ClaimOutcome(None, busy)
+    return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
 
 
 def _nothing_to_claim(
@@ -502,17 +549,11 @@ def _nothing_to_claim(
     )
     if waiting is not None:
         return False
-    query = select(Job.runs_on).join(Run, Run.id == Job.run_id).where(Job.state == states.QUEUED)
-    if provider.scope != "all":
-        granted = select(ProviderGrant.repository_id).where(
-            ProviderGrant.provider_id == provider.id
-        )
-        query = query.where(Run.repository_id.in_(granted))
     labels = provider.label_set
-    for runs_on in session.scalars(query.limit(PRECHECK_JOBS)):
-        if normalize_job_labels(runs_on) <= labels:
-            return False
-    return True
+    keys = session.scalars(
+        _claimable_counts(provider).with_only_columns(QueueCount.labels).distinct()
+    )
+    return not any(key_labels(key) <= labels for key in keys)
 
 
 @contextmanager

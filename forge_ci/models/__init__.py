@@ -8,6 +8,7 @@ from forge_ci.models.logs import LogCarry, LogRecord
 from forge_ci.models.providers import Provider, ProviderGrant
 from forge_ci.models.push_events import PushEvent, PushEventState
 from forge_ci.models.push_runs import PushEventResult, PushEventWorkflow
+from forge_ci.models.queue import QueueCount, QueuedJob
 from forge_ci.models.repositories import Membership, Repository
 from forge_ci.models.runs import Job, JobDependency, JobOutput, Run, RunSequence
 from forge_ci.models.schedules import ScheduledMinute
@@ -33,6 +34,8 @@ __all__ = [
     "PushEventResult",
     "PushEventState",
     "PushEventWorkflow",
+    "QueueCount",
+    "QueuedJob",
     "Repository",
     "RepositorySecret",
     "RepositoryVariable",

@@ -27,7 +27,10 @@ An action step has ``"uses"`` (the reference as written), ``"with"`` (input -> v
 
 A job instance waits for every instance of each job id in ``needs``. Env is merged per step
 (workflow < job < step), and shell and working directory are resolved the same way. Secrets
-appear by name only. ``github.*`` references are still templates here; ``resolve_run_context``
+appear by name only: a whole env value is ``{"secret": NAME}``; a runtime template that reads
+``secrets.NAME`` (in env, run or with) keeps the expression, and the step's env gets the holder
+``_FORGE_CI_EXPR_SECRET_NAME: {"secret": NAME}`` so that the value is delivered for it.
+``github.*`` references are still templates here; ``resolve_run_context``
 fills them in at run creation.
 """
 
@@ -41,7 +44,7 @@ from forge_ci.workflow.defaults import RunDefaults, working_directory_problem
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
-from forge_ci.workflow.injection import protect_script
+from forge_ci.workflow.injection import protect_script, secret_holders
 from forge_ci.workflow.jobs import Instance, Job
 from forge_ci.workflow.render import PlanValue, render, render_env, static_value
 from forge_ci.workflow.steps import CHECKOUT, Step
@@ -177,6 +180,7 @@ class PlanBuilder:
                 key: render(value, contexts, self._report)
                 for key, value in (step.inputs or {}).items()
             }
+            env.update(secret_holders(env, inputs))
             return {
                 "id": step.id,
                 "generated_id": step.generated_id,
@@ -194,6 +198,7 @@ class PlanBuilder:
         assert step.run is not None
         run, generated = protect_script(render(step.run, contexts, self._report))
         env.update(generated)
+        env.update(secret_holders(env))
         resolved = defaults.under(RunDefaults(step.shell, step.working_directory))
         return {
             "id": step.id,

@@ -25,7 +25,6 @@ from forge_ci_testing.corpus import corpus_root
 CHECKOUT_REF_EXPRESSION = "expressions are not allowed in with.ref of the built-in checkout"
 SUBMODULES = "the built-in checkout takes only submodules: false"
 CHECKOUT_UNKNOWN = "is not supported by the built-in checkout"
-SECRETS_WHOLE = "secrets can only be used as a whole env value"
 SHELLS = "is not supported; use bash or sh"
 LITERAL_SHELL = "expressions are not allowed in shell"
 RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
@@ -43,7 +42,7 @@ LARGE_NUMBER = "is too large (at most 9007199254740991)"
 #: Profile says "inside the subset"; forge-ci refuses them for the documented reason given.
 PROFILED_INSIDE_BUT_REFUSED = {
     "actionlint-realworld/workflows/": {
-        "commaai_openpilot_.github_workflows_tools_tests.yaml": SECRETS_WHOLE,
+        "commaai_openpilot_.github_workflows_tools_tests.yaml": SUBMODULES,
         "hashicorp_consul_.github_workflows_changelog-checker.yml": CHECKOUT_REF_EXPRESSION,
         "hashicorp_consul_.github_workflows_load-test.yml": CHECKOUT_REF_EXPRESSION,
         "netdata_netdata_.github_workflows_checks.yml": SUBMODULES,
@@ -74,7 +73,6 @@ PROFILES = {
 #: GitHub accepts these; forge-ci refuses them on purpose (first refusal's phrase).
 READER_REFUSED_ON_PURPOSE = {
     "background-steps.yml": "'background' is not a step key",  # experimental GitHub feature
-    "bad-character.yml": SECRETS_WHOLE,
     "coercion-to-string.yml": TAGS_YAML,
     "concurrency.yml": JOB_CONCURRENCY,
     "escape-html-values.yml": "is one expression: write it without ${{ }}",

@@ -104,7 +104,7 @@ class ScriptRunner:
         self._keep(effects)
         if end.signal and not self.watchdog.step_expired():
             self.note(log_id, f"the process was ended by signal {end.signal}")
-        if self.watchdog.stopped.is_set():
+        if self.watchdog.halted():
             files.remove()
             return ProcessResult(end.exit_code, {}, {})
         try:
