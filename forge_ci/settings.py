@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from forge_ci.egress import DEFAULT_MODE, EgressPolicy
 from forge_ci.errors import ConfigurationError
 
 DEFAULT_DATA_DIR = "/var/lib/forge-ci"
@@ -83,6 +84,9 @@ class Settings:
     action_sources: tuple[str, ...] = ("https://github.com",)
     #: File holding the bearer token that ``GET /-/metrics`` requires; None: metrics are off.
     metrics_token_file: Path | None = None
+    #: ``forge-ci provider run``'s egress policy unless its flags say otherwise (forge_ci.egress).
+    provider_egress: str = DEFAULT_MODE
+    provider_egress_allow: tuple[str, ...] = ()
     #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
     #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
     test_faults: tuple[TestFault, ...] = ()
@@ -157,6 +161,8 @@ _ENV = {
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
     "action_sources": "FORGE_CI_ACTION_SOURCES",
     "metrics_token_file": "FORGE_CI_METRICS_TOKEN_FILE",
+    "provider_egress": "FORGE_CI_PROVIDER_EGRESS",
+    "provider_egress_allow": "FORGE_CI_PROVIDER_EGRESS_ALLOW",
 }
 #: Every environment variable that chooses a setting, the configuration file's first.
 SETTING_VARIABLES = ("FORGE_CI_CONFIG", *_ENV.values())
@@ -316,8 +322,24 @@ def load_settings(
         metrics_token_file=(
             Path(str(raw["metrics_token_file"])) if raw.get("metrics_token_file") else None
         ),
+        **_egress(raw),
         test_faults=parse_test_faults(environ),
     )
+
+
+def _egress(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider's egress policy settings, checked now (the message names the variable)."""
+    mode = str(raw.get("provider_egress") or DEFAULT_MODE).strip()
+    value = raw.get("provider_egress_allow", "")
+    items = [str(v) for v in value] if isinstance(value, list | tuple) else str(value).split()
+    allow = tuple(item for chunk in items for item in chunk.split(",") if item.strip())
+    try:
+        EgressPolicy.parse(mode, allow)
+    except ConfigurationError as exc:
+        raise ConfigurationError(
+            f"FORGE_CI_PROVIDER_EGRESS / FORGE_CI_PROVIDER_EGRESS_ALLOW: {exc.message}"
+        ) from None
+    return {"provider_egress": mode, "provider_egress_allow": allow}
 
 
 #: URL schemes an action source may use (git fetches them; file:// and loopback serve tests).

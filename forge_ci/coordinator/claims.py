@@ -317,9 +317,16 @@ def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> boo
     return session.scalar(query) is not None
 
 
-def _touch(session: Session, provider: Provider, now: datetime) -> None:
+def _touch(session: Session, provider: Provider, now: datetime, egress_policy: str = "") -> None:
+    changed = False
     if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
         provider.last_contact_at = now
+        changed = True
+    # The policy is the provider's own setting: shown on the admin page as last reported.
+    if egress_policy and provider.egress_policy != egress_policy:
+        provider.egress_policy = egress_policy
+        changed = True
+    if changed:
         session.flush()
 
 
@@ -484,7 +491,7 @@ def claim_once(
     if previous is not None:
         return ClaimOutcome(_replay(session, previous, request, now))
     digest = _check_fresh_token(session, provider, request.attempt_token)
-    _touch(session, provider, now)
+    _touch(session, provider, now, request.egress_policy)
     if provider.state != "active":
         return ClaimOutcome(None)
     waiting, holding = _waiting_out_cancellation(session, provider, now)

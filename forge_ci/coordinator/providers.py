@@ -124,6 +124,8 @@ class ProviderInfo:
     active_attempts: int
     last_contact_at: datetime | None
     created_at: datetime
+    #: The egress policy the provider last reported ("" before its first claim).
+    egress_policy: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -135,6 +137,7 @@ class ProviderInfo:
             "active_attempts": self.active_attempts,
             "last_contact_at": self.last_contact_at.isoformat() if self.last_contact_at else None,
             "created_at": self.created_at.isoformat(),
+            "egress_policy": self.egress_policy,
         }
 
 
@@ -169,6 +172,7 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
         active_attempts=len(active),
         last_contact_at=contact,
         created_at=provider.created_at,
+        egress_policy=provider.egress_policy or "",
     )
 
 

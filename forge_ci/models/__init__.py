@@ -4,6 +4,7 @@ from forge_ci.models.accounts import SshKey, User
 from forge_ci.models.annotations import AttemptAnnotation
 from forge_ci.models.attempts import Attempt, AttemptSecret, AttemptStep
 from forge_ci.models.base import Base, utcnow
+from forge_ci.models.egress import EgressConnection
 from forge_ci.models.logs import LogCarry, LogRecord
 from forge_ci.models.providers import Provider, ProviderGrant
 from forge_ci.models.push_events import PushEvent, PushEventState
@@ -21,6 +22,7 @@ __all__ = [
     "AttemptSecret",
     "AttemptStep",
     "Base",
+    "EgressConnection",
     "Job",
     "JobDependency",
     "JobOutput",
