@@ -52,6 +52,16 @@ class GitClient:
             result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
         )
 
+    def ssh_process(self, *words: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+        """An SSH-side command left running (a follow), stdout and stderr piped."""
+        return subprocess.Popen(
+            self.ssh_command(*words),
+            env=self.env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
     def url(self, path: str = "alice/demo.git") -> str:
         return f"ssh://git@127.0.0.1:{self.port}/{path}"
 

@@ -51,32 +51,24 @@ def _switch(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("switch", choices=["on", "off"])
 
 
-def _entry_set(kind: str, scope_required: bool) -> AddArguments:
+def _entry(kind: str, *, repo_only: bool = False, scope: bool | None = None) -> AddArguments:
+    """``NAME --repo R [--branch B --workflow W] --version V`` of secret and var commands.
+
+    ``scope``: None leaves the scope out, else whether it is required; ``repo_only``: only
+    ``--repo`` (``list``).
+    """
+
     def add(parser: argparse.ArgumentParser) -> None:
         parser.set_defaults(kind=kind)
-        parser.add_argument("name", metavar="NAME")
+        if not repo_only:
+            parser.add_argument("name", metavar="NAME")
         parser.add_argument("--repo", required=True, metavar="OWNER/NAME")
-        parser.add_argument("--branch", required=scope_required, metavar="BRANCH")
-        parser.add_argument("--workflow", required=scope_required, metavar="PATH")
+        if repo_only:
+            return
+        if scope is not None:
+            parser.add_argument("--branch", required=scope, metavar="BRANCH")
+            parser.add_argument("--workflow", required=scope, metavar="PATH")
         parser.add_argument("--version", required=True, metavar="VERSION")
-
-    return add
-
-
-def _entry_delete(kind: str) -> AddArguments:
-    def add(parser: argparse.ArgumentParser) -> None:
-        parser.set_defaults(kind=kind)
-        parser.add_argument("name", metavar="NAME")
-        parser.add_argument("--repo", required=True, metavar="OWNER/NAME")
-        parser.add_argument("--version", required=True, metavar="VERSION")
-
-    return add
-
-
-def _entry_list(kind: str) -> AddArguments:
-    def add(parser: argparse.ArgumentParser) -> None:
-        parser.set_defaults(kind=kind)
-        parser.add_argument("--repo", required=True, metavar="OWNER/NAME")
 
     return add
 
@@ -118,20 +110,20 @@ def _entries(kind: str, scope_required: bool) -> list[Command]:
             (kind, "list"),
             f"List the repository's {noun}.",
             "entries.entry_list",
-            _entry_list(kind),
+            _entry(kind, repo_only=True),
         ),
         Command(
             (kind, "set"),
             f"Create (--version 0) or update a {'secret' if kind == 'secret' else 'variable'}; "
             "the value is read from standard input (empty on an update: keep it).",
             "entries.entry_set",
-            _entry_set(kind, scope_required),
+            _entry(kind, scope=scope_required),
         ),
         Command(
             (kind, "delete"),
             f"Delete a {'secret' if kind == 'secret' else 'variable'} at the listed version.",
             "entries.entry_delete",
-            _entry_delete(kind),
+            _entry(kind),
         ),
     ]
 

@@ -53,21 +53,10 @@ def _read_until(process: subprocess.Popen[bytes], wanted: str) -> list[str]:
     return lines
 
 
-def _ssh(live: Forge, *words: str) -> subprocess.Popen[bytes]:
-    client = live.git_client
-    return subprocess.Popen(
-        client.ssh_command(*words),
-        env=client.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
 def test_push_then_watch_then_follow_a_cancelled_run(live: Forge) -> None:
     repository = live.repository("follow")
     live.push(repository, {".github/workflows/ci.yml": FIRST})
-    watcher = _ssh(live, "run", "watch", repository)
+    watcher = live.git_client.ssh_process("run", "watch", repository)
     try:
         assert watcher.stdout is not None and watcher.stderr is not None
         _read_until(watcher, "build | started")
@@ -94,7 +83,7 @@ def test_push_then_watch_then_follow_a_cancelled_run(live: Forge) -> None:
 
     repository = live.repository("follow-cancel")
     live.push(repository, {".github/workflows/ci.yml": LONG})
-    follower = _ssh(live, "run", "logs", repository, "1", "--follow")
+    follower = live.git_client.ssh_process("run", "logs", repository, "1", "--follow")
     try:
         assert follower.stdout is not None and follower.stderr is not None
         _read_until(follower, "build | waiting for a cancel")

@@ -431,15 +431,7 @@ def test_limits_slots_per_user_deadline_and_followers_that_go_away(
 
         # A run that nobody serves never ends: its followers hold their slots...
         for _ in range(2):
-            followers.append(
-                subprocess.Popen(
-                    alice.ssh_command("run", "logs", "alice/demo", "1", "--follow"),
-                    env=alice.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
-            )
+            followers.append(alice.ssh_process("run", "logs", "alice/demo", "1", "--follow"))
         wait_for("two followers", lambda: slots.running(alice_id) == 2, 20)
         assert one_line(alice.ssh("run", "list", "alice/demo")) == (
             "forge-ci: you already have 2 commands running; wait for one to end"
@@ -450,12 +442,8 @@ def test_limits_slots_per_user_deadline_and_followers_that_go_away(
         wait_for("the follow to end", lambda: slots.running(alice_id) == 1, 20)
 
         # A command that is not a follow has a deadline, reading stdin included.
-        stuck = subprocess.Popen(
-            alice.ssh_command("var", "set", "X", "--repo", "alice/demo", "--version", "0"),
-            env=alice.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        stuck = alice.ssh_process(
+            "var", "set", "X", "--repo", "alice/demo", "--version", "0", stdin=subprocess.PIPE
         )
         out, err = _wait_open_stdin(stuck)
         assert (stuck.returncode, out, err) == (
@@ -495,39 +483,37 @@ def test_run_watch_waits_for_the_run_the_push_starts(
     assert one_line(alice.ssh("run", "watch", "alice/demo")) == (
         "forge-ci: alice/demo has no runs yet"
     )
+    # A push while push workflows are off started nothing: watch says so, exit status 1.
+    push_workflow(alice)
+    with database.session() as session:
+        process_push_event(session, world, session.query(PushEvent).one().id)
+        session.commit()
+    nothing = alice.ssh("run", "watch", "alice/demo")
+    assert (nothing.returncode, nothing.stdout) == (1, "")
+    assert nothing.stderr == "push workflows of alice/demo are off\n"
+
     with database.session() as session:
         set_push_workflows(session, Actor.operator(), "alice/demo", True)
         session.commit()
-    push_workflow(alice)
-    watcher = subprocess.Popen(
-        alice.ssh_command("run", "watch", "alice/demo"),
-        env=alice.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    alice.commit(alice.home / "work", "second")
+    alice.push(alice.home / "work", "main")
+    watcher = alice.ssh_process("run", "watch", "alice/demo")
     try:
         assert watcher.stderr is not None
         assert watcher.stderr.readline() == b"waiting for the push to main to be processed\n"
         with database.session() as session:
-            event_id = session.query(PushEvent).one().id
+            event_id = max(e.id for e in session.query(PushEvent))
             process_push_event(session, world, event_id)
             session.commit()
         assert watcher.stderr.readline() == b"following run #1 of alice/demo\n"
         # carol did not push: she follows the newest run at once.
-        follower = subprocess.Popen(
-            carol.ssh_command("run", "watch", "alice/demo"),
-            env=carol.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        follower = carol.ssh_process("run", "watch", "alice/demo")
         assert follower.stderr is not None
         assert follower.stderr.readline() == b"following run #1 of alice/demo\n"
         ok(alice.ssh("run", "cancel", "alice/demo", "1"))
         assert follower.wait(30) == 1
-        assert follower.stderr.read() == b"run #1 of alice/demo did not succeed: cancelled\n"
-        follower.stderr.close()
+        out, err = follower.communicate()
+        assert err == b"run #1 of alice/demo did not succeed: cancelled\n"
         assert watcher.wait(30) == 1
     finally:
         watcher.kill()
