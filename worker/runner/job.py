@@ -4,7 +4,7 @@
 
     check the workspace and socket ──► start (a fresh execution_id) ──► watchdog, heartbeats,
     uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► the actions'
-    pre steps, then each step, then the post steps (reverse order, also after a failure):
+    pre steps, each step, the post steps (reverse order; after a failure, a cancel, a timeout):
     if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
     completed with annotations and summary
       (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
