@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from forge_ci.egress import EgressPolicy, IPAddress, normalize_host
-from worker.provider.socket_dirs import allow_job_connect
+from worker.provider.socket_server import AttemptSocketServer
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +142,10 @@ class _Budget:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class EgressProxy:
+class EgressProxy(AttemptSocketServer):
     """Serves one attempt's ``egress.sock`` until :meth:`close`."""
+
+    kind = "egress"
 
     def __init__(
         self,
@@ -154,61 +156,13 @@ class EgressProxy:
         resolve: Resolve = resolve_host,
         connect: Connect = connect_address,
     ) -> None:
-        self.socket_path = socket_path
-        self.attempt_id = attempt_id
+        super().__init__(socket_path, attempt_id, MAX_OPEN)
         self.policy = policy
         self.resolve = resolve
         self.connect = connect
-        self._listener: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._closed = threading.Event()
-        self._slots = threading.BoundedSemaphore(MAX_OPEN)
         self._budget = _Budget()
-        self._lock = threading.Lock()
         self._records: list[ConnectionRecord] = []
         self._sequence = 0
-        self._handlers: set[threading.Thread] = set()
-
-    # -- life ---------------------------------------------------------------------------------
-
-    def start(self) -> EgressProxy:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(str(self.socket_path))
-            allow_job_connect(self.socket_path)
-            listener.listen(MAX_OPEN)
-        except BaseException:
-            listener.close()
-            raise
-        self._listener = listener
-        self._thread = threading.Thread(
-            target=self._accept, name=f"egress-{self.attempt_id}", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop accepting, end open connections (each is recorded), wait for them (bounded)."""
-        self._closed.set()
-        if self._listener is not None:
-            try:
-                self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._listener.close()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            handlers = list(self._handlers)
-        for handler in handlers:
-            handler.join(max(0.0, deadline - time.monotonic()))
-
-    def __enter__(self) -> EgressProxy:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def take_records(self) -> list[ConnectionRecord]:
         """The records finished since the last call, oldest first."""
@@ -218,23 +172,8 @@ class EgressProxy:
 
     # -- connections --------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            if not self._slots.acquire(blocking=False):
-                _answer(conn, 503, f"more than {MAX_OPEN} connections open at once")
-                conn.close()
-                continue
-            handler = threading.Thread(
-                target=self._handle, args=(conn,), name=f"egress-{self.attempt_id}", daemon=True
-            )
-            with self._lock:
-                self._handlers.add(handler)
-            handler.start()
+    def _busy(self, conn: socket.socket) -> None:
+        _answer(conn, 503, f"more than {MAX_OPEN} connections open at once")
 
     def _new_record(self, method: str, host: str, port: int) -> ConnectionRecord:
         with self._lock:
@@ -276,13 +215,9 @@ class EgressProxy:
             with upstream:
                 self._relay(conn, upstream, request, record)
         finally:
-            # Recorded before the job sees the end of its connection.
+            # Recorded before the job sees the end of its connection (closed by the caller).
             if record is not None:
                 self._finish(record, began)
-            conn.close()
-            self._slots.release()
-            with self._lock:
-                self._handlers.discard(threading.current_thread())
 
     @staticmethod
     def _status(record: ConnectionRecord) -> int:
