@@ -1,33 +1,72 @@
-"""Claims per second and claim latency with N concurrent providers, on both databases.
+"""Claims per second against the database's own floor, by queue depth and claimers, both databases.
 
-    python bench/claims.py [--providers 8] [--jobs 400] [--repositories 5]
+    python bench/claims.py [--claimers 1 8 32] [--depths 100 1000 10000] [--claims 256]
 
-Each provider is a forked process with its own engine that claims until the queue is empty
-(no waiting). Prints throughput and the latency distribution of successful claims. PostgreSQL
-runs when FORGE_CI_BENCH_POSTGRES_URL (or FORGE_CI_TEST_POSTGRES_URL) is set.
+For each queue depth D and number of claimers N, one throwaway database is seeded with
+D + 2 x claims queued jobs (runs spread over five repositories) and N provider tokens; then
+N forked processes (each with its own engine) make ``claims`` claims between them through
+forge-ci (``claims.claim``: authentication, replay lookup, fairness, label matching,
+authorization and secret rechecks, state machine, assignment), and then N processes make as
+many *raw* claims on the same database: the minimal correct claim transaction in plain SQL
+through the bare driver (authenticate the provider, take the oldest queued job so that no
+other claimer can, mark it running, insert its attempt; SQLite ``BEGIN IMMEDIATE`` +
+``UPDATE ... RETURNING``, PostgreSQL ``FOR UPDATE SKIP LOCKED``). The queue never drops below
+D while measuring. "cpu" is the claimers' own CPU time per claim (the client side; on a
+busy machine wall-clock rates mostly measure waiting for a CPU). The goal (issue #21):
+forge-ci at least 1/3 of the floor with 1 and 8 claimers, flat in queue depth, no collapse
+at 32 claimers. PostgreSQL runs when
+FORGE_CI_BENCH_POSTGRES_URL (or FORGE_CI_TEST_POSTGRES_URL) is set.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import multiprocessing
-import statistics
+import sqlite3
 import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.engine import make_url
 
 from forge_ci.coordinator import claims
 from forge_ci.coordinator.credentials import new_request_id, new_token
-from forge_ci.db import Database
+from forge_ci.db import SQLITE_BUSY_TIMEOUT_MS, Database
 from forge_ci.protocol import ClaimRequest
 from forge_ci.settings import Settings
 from forge_ci_testing.seeding import bench_settings, postgres_url, seed
 
+GOAL = 1 / 3
 
-def _claimer(args: tuple[Settings, str]) -> list[float]:
-    settings, token = args
+_ATTEMPT = (
+    "INSERT INTO attempts (revision, job_id, number, provider_id, repository_id, request_id,"
+    " token_hash, state, timeout_minutes, claimed_at, lease_expires_at,"
+    " cancelled_by_provider_change, acknowledged_sequence, log_bytes, log_limit_reached,"
+    " log_records, log_mask, mask_count)"
+    " VALUES (1, {p}, 1, {p}, {p}, {p}, {p}, 'leased', 60, {p}, {p}, FALSE, 0, 0, FALSE, 0,"
+    " '***', 0)"
+)
+_SQLITE_TAKE = (
+    "UPDATE jobs SET state = 'running', started_at = ?, revision = revision + 1 WHERE id ="
+    " (SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT 1)"
+    " RETURNING id, run_id"
+)
+_POSTGRES_TAKE = (
+    "SELECT jobs.id, jobs.run_id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id"
+    " LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def _forge_claimer(args: tuple[Settings, str, int]) -> tuple[list[float], float]:
+    settings, token, count = args
     database = Database(settings)
     latencies = []
+    cpu = time.process_time()
     try:
-        while True:
+        for _ in range(count):
             began = time.perf_counter()
             assignment = claims.claim(
                 database.session,
@@ -35,40 +74,163 @@ def _claimer(args: tuple[Settings, str]) -> list[float]:
                 ClaimRequest(new_request_id(), new_token(), 0),
                 lock_dir=settings.locks_dir,
             )
-            if assignment is None:
-                return latencies
+            assert assignment is not None, "the queue ran dry"
             latencies.append(time.perf_counter() - began)
     finally:
         database.dispose()
+    return latencies, time.process_time() - cpu
 
 
-def run(kind: str, providers: int, jobs: int, repositories: int) -> None:
-    with bench_settings(kind) as settings:
-        tokens = seed(settings, repositories, jobs, providers)
-        began = time.perf_counter()
-        with multiprocessing.get_context("fork").Pool(providers) as pool:
-            results = pool.map(_claimer, [(settings, t) for t in tokens], chunksize=1)
-        elapsed = time.perf_counter() - began
-    latencies = sorted(x for result in results for x in result)
-    assert len(latencies) == jobs, f"{len(latencies)} claims for {jobs} jobs"
-    p50 = statistics.median(latencies) * 1000
-    p95 = latencies[int(len(latencies) * 0.95) - 1] * 1000
-    print(
-        f"{kind:<8} {providers:>3} providers  {jobs} jobs  {jobs / elapsed:7.1f} claims/s  "
-        f"latency p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  max {latencies[-1] * 1000:6.1f} ms"
+def _raw_sqlite(url: str) -> tuple[Any, Callable[[Any, str], None]]:
+    connection = sqlite3.connect(
+        str(make_url(url).database), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, isolation_level=None
     )
+    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute("PRAGMA foreign_keys=ON")
+    insert = _ATTEMPT.format(p="?")
+
+    def claim_one(db: Any, token: str) -> None:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        db.execute("BEGIN IMMEDIATE")
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        (provider_id,) = db.execute(
+            "SELECT id FROM providers WHERE token_hash = ? AND state = 'active'", (digest,)
+        ).fetchone()
+        job_id, run_id = db.execute(_SQLITE_TAKE, (now,)).fetchone()
+        (repository_id,) = db.execute(
+            "SELECT repository_id FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        db.execute(
+            insert,
+            (
+                job_id,
+                provider_id,
+                repository_id,
+                uuid.uuid4().hex,
+                new_token_hash(),
+                now,
+                now + timedelta(seconds=60),
+            ),
+        )
+        db.execute("COMMIT")
+
+    return connection, claim_one
+
+
+def _raw_postgres(url: str) -> tuple[Any, Callable[[Any, str], None]]:
+    import psycopg
+
+    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    connection = psycopg.connect(plain)
+    insert = _ATTEMPT.format(p="%s")
+
+    def claim_one(db: Any, token: str) -> None:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        with db.transaction():
+            digest = hashlib.sha256(token.encode()).hexdigest()
+            (provider_id,) = db.execute(
+                "SELECT id FROM providers WHERE token_hash = %s AND state = 'active' FOR KEY SHARE",
+                (digest,),
+            ).fetchone()
+            job_id, run_id = db.execute(_POSTGRES_TAKE).fetchone()
+            db.execute(
+                "UPDATE jobs SET state = 'running', started_at = %s, revision = revision + 1"
+                " WHERE id = %s",
+                (now, job_id),
+            )
+            (repository_id,) = db.execute(
+                "SELECT repository_id FROM runs WHERE id = %s", (run_id,)
+            ).fetchone()
+            db.execute(
+                insert,
+                (
+                    job_id,
+                    provider_id,
+                    repository_id,
+                    uuid.uuid4().hex,
+                    new_token_hash(),
+                    now,
+                    now + timedelta(seconds=60),
+                ),
+            )
+
+    return connection, claim_one
+
+
+def new_token_hash() -> str:
+    return hashlib.sha256(new_token().encode()).hexdigest()
+
+
+def _raw_claimer(args: tuple[Settings, str, int]) -> tuple[list[float], float]:
+    settings, token, count = args
+    url = settings.database_url
+    opener = _raw_sqlite if url.startswith("sqlite") else _raw_postgres
+    connection, claim_one = opener(url)
+    latencies = []
+    cpu = time.process_time()
+    try:
+        for _ in range(count):
+            began = time.perf_counter()
+            claim_one(connection, token)
+            latencies.append(time.perf_counter() - began)
+    finally:
+        connection.close()
+    return latencies, time.process_time() - cpu
+
+
+def _measure(
+    worker: Callable[[tuple[Settings, str, int]], tuple[list[float], float]],
+    settings: Settings,
+    tokens: list[str],
+    claims_total: int,
+) -> tuple[float, float, float]:
+    """Claims per second, p95 latency and client CPU per claim (both in ms) of
+    ``claims_total`` claims by len(tokens) claimers."""
+    each = claims_total // len(tokens)
+    began = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(len(tokens)) as pool:
+        results = pool.map(worker, [(settings, t, each) for t in tokens], chunksize=1)
+    elapsed = time.perf_counter() - began
+    latencies = sorted(x for result, _ in results for x in result)
+    assert len(latencies) == each * len(tokens)
+    cpu = sum(spent for _, spent in results) / len(latencies) * 1000
+    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.95) - 1] * 1000, cpu
+
+
+def run(kind: str, claimers: int, depth: int, claims_total: int) -> tuple[float, float]:
+    claims_total -= claims_total % claimers
+    with bench_settings(kind) as settings:
+        tokens = seed(settings, 5, depth + 2 * claims_total + 20, claimers)
+        forge, forge_p95, forge_cpu = _measure(_forge_claimer, settings, tokens, claims_total)
+        raw, raw_p95, raw_cpu = _measure(_raw_claimer, settings, tokens, claims_total)
+    ratio = forge / raw
+    verdict = "met" if ratio >= GOAL else "NOT met"
+    print(
+        f"{kind:<8} {claimers:>3} claimers  depth {depth:>6}  forge-ci {forge:7.1f}/s "
+        f"(p95 {forge_p95:6.1f} ms, cpu {forge_cpu:5.2f} ms)  raw SQL {raw:7.1f}/s "
+        f"(p95 {raw_p95:6.1f} ms, cpu {raw_cpu:5.2f} ms)  "
+        f"ratio {ratio:5.2f} (goal >= {GOAL:.2f}: {verdict})",
+        flush=True,
+    )
+    return forge, raw
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--providers", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--jobs", type=int, default=400)
-    parser.add_argument("--repositories", type=int, default=5)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--claimers", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--depths", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--claims", type=int, default=256, help="claims measured per cell")
+    parser.add_argument("--kinds", nargs="+", default=["sqlite", "postgres"])
     options = parser.parse_args()
-    kinds = ["sqlite"] + (["postgres"] if postgres_url() else [])
+    kinds = [k for k in options.kinds if k == "sqlite" or postgres_url()]
     for kind in kinds:
-        for providers in options.providers:
-            run(kind, providers, options.jobs, options.repositories)
+        for claimers in options.claimers:
+            rates = [run(kind, claimers, depth, options.claims)[0] for depth in options.depths]
+            print(
+                f"{kind:<8} {claimers:>3} claimers  deepest/shallowest queue: "
+                f"{rates[-1] / rates[0]:4.2f} (goal: flat, about 1)",
+                flush=True,
+            )
     if "postgres" not in kinds:
         print("postgres: skipped (set FORGE_CI_BENCH_POSTGRES_URL)")
 

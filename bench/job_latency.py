@@ -39,7 +39,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from forge_ci.models import Attempt, Job, LogRecord, Repository, Run
+from forge_ci.models import Attempt, AttemptStep, Job, LogRecord, Repository, Run
 from forge_ci_testing.forge import Forge, wait_for, workflow
 from forge_ci_testing.redis import RedisServer
 
@@ -135,13 +135,32 @@ def one_push(
             first_log = session.scalar(
                 select(func.min(LogRecord.created_at)).where(LogRecord.attempt_id == row.id)
             )
+            steps = session.execute(
+                select(AttemptStep.step_id, AttemptStep.started_at, AttemptStep.completed_at)
+                .where(AttemptStep.attempt_id == row.id)
+                .order_by(AttemptStep.position)
+            ).all()
         assert row.conclusion == "success", f"round {round_number}: {row.conclusion}"
+        # Each step's own time, and the gap before it (from the runner's start or the end of
+        # the step before): where an action's time goes.
+        breakdown: dict[str, float] = {}
+        previous = seconds(row.started_at, pushed)
+        for step in steps:
+            if step.started_at is None:
+                continue
+            began = seconds(step.started_at, pushed)
+            ended = seconds(step.completed_at, pushed)
+            breakdown[f"  before {step.step_id}"] = began - previous
+            breakdown[f"  {step.step_id}"] = ended - began
+            previous = ended
+        breakdown["  after the last step"] = seconds(row.completed_at, pushed) - previous
         return {
             "run created": seconds(row.created_at, pushed),
             "claimed": seconds(row.claimed_at, pushed),
             "runner started": seconds(row.started_at, pushed),
             "first log line": seconds(first_log, pushed),
             "success": seconds(row.completed_at, pushed),
+            **breakdown,
         }
 
     result: dict[str, float] = wait_for(f"round {round_number}", finished, 120, 0.05)
@@ -217,6 +236,8 @@ def main() -> None:
     baseline = statistics.median(docker_run_seconds(image, args.n))
     print(f"job latency over {args.n} pushes (median seconds after `git push` returned)")
     for name in rounds[0]:
+        if name.startswith(" "):
+            continue
         values = sorted(r[name] for r in rounds)
         print(
             f"  {name:<16} {statistics.median(values):6.3f}   (min {values[0]:.3f},"
@@ -235,6 +256,16 @@ def main() -> None:
             continue
         value = statistics.median(r["success"] for r in result)
         print(f"  {name:<26} {value:6.3f}   +{value - done:.3f} (goal: the actions add < 1 s)")
+    print("where the time goes after the runner started (median seconds per step and gap):")
+    for name, result in {"plain": rounds, **others}.items():
+        if isinstance(result, str):
+            continue
+        started = statistics.median(r["runner started"] for r in result)
+        claimed = statistics.median(r["claimed"] for r in result)
+        print(f"  {name} (claimed {claimed:.3f}, runner started {started:.3f} after the push)")
+        for key in result[0]:
+            if key.startswith(" ") and all(key in r for r in result):
+                print(f"  {key:<40} {statistics.median(r[key] for r in result):6.3f}")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,20 @@ def list_users(session: Session, actor: Actor) -> list[User]:
     return list(session.scalars(select(User).order_by(User.name)))
 
 
+def user_rows(session: Session, actor: Actor) -> list[dict[str, object]]:
+    """``user list --json`` (operator CLI and SSH alike): site administrators only."""
+    return [
+        {
+            "name": u.name,
+            "admin": u.is_admin,
+            "active": u.is_active,
+            "keys": len(u.keys),
+            "created_at": u.created_at.isoformat(),
+        }
+        for u in list_users(session, actor)
+    ]
+
+
 def authenticate_password(session: Session, name: str, password: str) -> User | None:
     """The active user with this name and password, or None (never says which part was wrong)."""
     user = session.scalar(select(User).where(User.name == name))
@@ -147,8 +161,14 @@ def list_keys(session: Session, actor: Actor, user_name: str | None = None) -> l
     return [_info(k) for k in session.scalars(query)]
 
 
-def remove_key(session: Session, actor: Actor, fingerprint_or_id: str) -> KeyInfo:
-    """Remove a key named by its SHA256 fingerprint or its numeric id."""
+def remove_key(
+    session: Session, actor: Actor, fingerprint_or_id: str, *, in_use: str | None = None
+) -> KeyInfo:
+    """Remove a key named by its SHA256 fingerprint or its numeric id.
+
+    ``in_use``: the fingerprint of the key the caller authenticated with (SSH), which is
+    refused: removing it would lock the caller out mid-connection, by mistake more often than not.
+    """
     if fingerprint_or_id.isdigit():
         key = session.get(SshKey, int(fingerprint_or_id))
     elif fingerprint_or_id.startswith("SHA256:"):
@@ -157,6 +177,11 @@ def remove_key(session: Session, actor: Actor, fingerprint_or_id: str) -> KeyInf
         raise InvalidInput("name the key by its id or its SHA256:... fingerprint")
     if key is None or not (actor.is_site_admin or actor.user_id == key.user_id):
         raise NotFound(f"no key {fingerprint_or_id}")
+    if in_use is not None and key.fingerprint == in_use:
+        raise Conflict(
+            f"key {key.fingerprint} is the one this connection uses; connect with another of "
+            "your keys to remove it"
+        )
     info = _info(key)
     session.delete(key)
     session.flush()

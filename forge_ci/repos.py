@@ -131,6 +131,16 @@ class RepositoryInfo:
             "role": self.role,
         }
 
+    def text_lines(self) -> list[str]:
+        """``repo show``'s text, for the operator CLI and the SSH-side commands alike."""
+        return [
+            f"repository:          {self.full_name}",
+            f"default branch:      {self.default_branch}",
+            f"role:                {self.role}",
+            f"push workflows:      {'on' if self.push_workflows else 'off'}",
+            f"scheduled workflows: {'on' if self.scheduled_workflows else 'off'}",
+        ]
+
 
 def list_repositories(session: Session, actor: Actor) -> list[RepositoryInfo]:
     """Repositories the actor can read, by name."""
@@ -143,18 +153,25 @@ def list_repositories(session: Session, actor: Actor) -> list[RepositoryInfo]:
     result = []
     for repo in session.scalars(query):
         role = role_in(session, actor, repo)
-        if role is None:
-            continue
-        result.append(
-            RepositoryInfo(
-                repo.full_name,
-                repo.default_branch,
-                repo.push_workflows_enabled,
-                role.label,
-                repo.scheduled_workflows_enabled,
-            )
-        )
+        if role is not None:
+            result.append(_repository_info(repo, role))
     return result
+
+
+def show_repository(session: Session, actor: Actor, full_name: str) -> RepositoryInfo:
+    """One repository as :func:`list_repositories` lists it (readers; others: NotFound)."""
+    access = repository_access(session, actor, full_name, Role.READ)
+    return _repository_info(access.repository, access.role)
+
+
+def _repository_info(repo: Repository, role: Role) -> RepositoryInfo:
+    return RepositoryInfo(
+        repo.full_name,
+        repo.default_branch,
+        repo.push_workflows_enabled,
+        role.label,
+        repo.scheduled_workflows_enabled,
+    )
 
 
 def grant(session: Session, actor: Actor, full_name: str, user_name: str, role: Role) -> Membership:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from forge_ci.egress import DEFAULT_MODE, EgressPolicy
 from forge_ci.errors import ConfigurationError
 
 DEFAULT_DATA_DIR = "/var/lib/forge-ci"
@@ -68,6 +69,10 @@ class Settings:
     repo_lock_timeout: float
     ssh_max_connections: int
     ssh_auth_timeout: float
+    #: Seconds an SSH-side command other than a follow may take, reading stdin included.
+    ssh_command_timeout: float
+    #: SSH-side commands one user may have running at once (follows included).
+    ssh_commands_per_user: int
     runner_image: str
     log_cap_bytes: int
     claim_wait_seconds: float
@@ -77,6 +82,11 @@ class Settings:
     #: Where ``uses: OWNER/REPO@REF`` is looked for after the forge's own repository of that
     #: name, in order (``<source>/<OWNER>/<REPO>``); empty: only the forge (``none``).
     action_sources: tuple[str, ...] = ("https://github.com",)
+    #: File holding the bearer token that ``GET /-/metrics`` requires; None: metrics are off.
+    metrics_token_file: Path | None = None
+    #: ``forge-ci provider run``'s egress policy unless its flags say otherwise (forge_ci.egress).
+    provider_egress: str = DEFAULT_MODE
+    provider_egress_allow: tuple[str, ...] = ()
     #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
     #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
     test_faults: tuple[TestFault, ...] = ()
@@ -143,11 +153,16 @@ _ENV = {
     "repo_lock_timeout": "FORGE_CI_REPO_LOCK_TIMEOUT",
     "ssh_max_connections": "FORGE_CI_SSH_MAX_CONNECTIONS",
     "ssh_auth_timeout": "FORGE_CI_SSH_AUTH_TIMEOUT",
+    "ssh_command_timeout": "FORGE_CI_SSH_COMMAND_TIMEOUT",
+    "ssh_commands_per_user": "FORGE_CI_SSH_COMMANDS_PER_USER",
     "runner_image": "FORGE_CI_RUNNER_IMAGE",
     "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
     "action_sources": "FORGE_CI_ACTION_SOURCES",
+    "metrics_token_file": "FORGE_CI_METRICS_TOKEN_FILE",
+    "provider_egress": "FORGE_CI_PROVIDER_EGRESS",
+    "provider_egress_allow": "FORGE_CI_PROVIDER_EGRESS_ALLOW",
 }
 #: Every environment variable that chooses a setting, the configuration file's first.
 SETTING_VARIABLES = ("FORGE_CI_CONFIG", *_ENV.values())
@@ -289,6 +304,12 @@ def load_settings(
         ssh_auth_timeout=_positive_float(
             raw.get("ssh_auth_timeout", 30), "FORGE_CI_SSH_AUTH_TIMEOUT"
         ),
+        ssh_command_timeout=_positive_float(
+            raw.get("ssh_command_timeout", 60), "FORGE_CI_SSH_COMMAND_TIMEOUT"
+        ),
+        ssh_commands_per_user=_positive_int(
+            raw.get("ssh_commands_per_user", 4), "FORGE_CI_SSH_COMMANDS_PER_USER"
+        ),
         runner_image=str(raw.get("runner_image") or "forge-ci-runner:latest"),
         log_cap_bytes=_positive_int(
             raw.get("log_cap_bytes", 64 * 1024 * 1024), "FORGE_CI_LOG_CAP_BYTES"
@@ -298,8 +319,27 @@ def load_settings(
         ),
         lease_seconds=_lease_seconds(raw.get("lease_seconds", 60)),
         action_sources=parse_action_sources(raw.get("action_sources", "https://github.com")),
+        metrics_token_file=(
+            Path(str(raw["metrics_token_file"])) if raw.get("metrics_token_file") else None
+        ),
+        **_egress(raw),
         test_faults=parse_test_faults(environ),
     )
+
+
+def _egress(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider's egress policy settings, checked now (the message names the variable)."""
+    mode = str(raw.get("provider_egress") or DEFAULT_MODE).strip()
+    value = raw.get("provider_egress_allow", "")
+    items = [str(v) for v in value] if isinstance(value, list | tuple) else str(value).split()
+    allow = tuple(item for chunk in items for item in chunk.split(",") if item.strip())
+    try:
+        EgressPolicy.parse(mode, allow)
+    except ConfigurationError as exc:
+        raise ConfigurationError(
+            f"FORGE_CI_PROVIDER_EGRESS / FORGE_CI_PROVIDER_EGRESS_ALLOW: {exc.message}"
+        ) from None
+    return {"provider_egress": mode, "provider_egress_allow": allow}
 
 
 #: URL schemes an action source may use (git fetches them; file:// and loopback serve tests).

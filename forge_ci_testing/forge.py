@@ -110,6 +110,9 @@ class Forge:
             "FORGE_CI_TEST_FAULTS": f"job-minute-seconds={JOB_MINUTE_SECONDS}",
             # Never the default https://github.com: tests name loopback or file:// sources.
             "FORGE_CI_ACTION_SOURCES": "none",
+            # Jobs get no way out unless a test starts a provider with a loopback allow-list
+            # (the default, public, would look up whatever name a job asks for).
+            "FORGE_CI_PROVIDER_EGRESS": "none",
         }
         self.env.pop("FORGE_CI_CONFIG", None)
         for name, value in self.overrides.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ class GitClient:
             "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
             f"-o LogLevel={log_level} -p {port}"
         )
+        self.ssh_argv = shlex.split(ssh)
         self.env = {
             "PATH": os.environ["PATH"],
             "HOME": str(home),
@@ -30,6 +32,35 @@ class GitClient:
             "GIT_COMMITTER_EMAIL": "tester@example.com",
             "LC_ALL": "C",
         }
+
+    def ssh_command(self, *words: str) -> list[str]:
+        """The argv of ``ssh git@127.0.0.1 WORDS`` (the words quoted for the server's split)."""
+        return [*self.ssh_argv, "git@127.0.0.1", shlex.join(words)]
+
+    def ssh(
+        self, *words: str, stdin: bytes = b"", timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run an SSH-side command (``ssh git@HOST run list ...``) with ``stdin``; never checks."""
+        result = subprocess.run(
+            self.ssh_command(*words),
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+        )
+        return subprocess.CompletedProcess(
+            result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+        )
+
+    def ssh_process(self, *words: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+        """An SSH-side command left running (a follow), stdout and stderr piped."""
+        return subprocess.Popen(
+            self.ssh_command(*words),
+            env=self.env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def url(self, path: str = "alice/demo.git") -> str:
         return f"ssh://git@127.0.0.1:{self.port}/{path}"

@@ -28,6 +28,7 @@ from forge_ci.coordinator.providers import create_provider
 from forge_ci.db import Database, begin_write, create_db_engine
 from forge_ci.migrations import upgrade
 from forge_ci.models import Job, Repository, Run, RunSequence, User, utcnow
+from forge_ci.models.queue import rebuild_queue
 from forge_ci.repos import create_repository
 from forge_ci.runs.numbering import next_run_number
 from forge_ci.settings import Settings, load_settings
@@ -217,6 +218,7 @@ def seed(
                     for position in range(jobs_per_run)
                 ],
             )
+            rebuild_queue(session.connection())  # bulk inserts bypass the ORM's bookkeeping
             session.commit()
     finally:
         database.dispose()

@@ -2,8 +2,9 @@
 
 - Authentication: public keys only, for the login name ``git``; the key (looked up in the
   database) identifies the user. No passwords, no keyboard-interactive, no ``none``.
-- One ``session`` channel per connection and one request on it: ``exec`` of a git command, or a
-  shell request, which is answered with a greeting and exit status 1 (no shell ever runs).
+- One ``session`` channel per connection and one request on it: ``exec`` of a git command or
+  of an SSH-side command (``ssh.console``), or a shell request, which is answered with a
+  greeting and the command help, and exit status 1 (no shell ever runs).
 - Refused: pty, X11, agent forwarding, subsystems (sftp), port forwarding in either direction,
   every global request, every environment variable except ``GIT_PROTOCOL=version=N`` (which
   lets git use protocol v2).
@@ -24,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from forge_ci.accounts import user_for_key_blob
 from forge_ci.db import Database
+from forge_ci.sshkeys import sha256_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ class Pusher:
 
     user_id: int
     name: str
+    #: The SHA256 fingerprint of the key that logged in (``whoami``; ``key remove`` refuses it).
+    fingerprint: str = ""
 
 
 class GitServerInterface(paramiko.ServerInterface):  # type: ignore[misc]  # untyped base
@@ -98,7 +102,11 @@ class GitServerInterface(paramiko.ServerInterface):  # type: ignore[misc]  # unt
         try:
             with self.database.session(read_only=True) as session:
                 user = user_for_key_blob(session, key.asbytes())
-                found = Pusher(user.id, user.name) if user is not None else None
+                found = (
+                    Pusher(user.id, user.name, sha256_fingerprint(key.asbytes()))
+                    if user is not None
+                    else None
+                )
         except SQLAlchemyError as exc:
             log.warning("database unavailable during SSH authentication: %s", exc)
             self.database_unavailable = True

@@ -1,4 +1,6 @@
-"""What a client may ask to run: ``git-upload-pack`` or ``git-receive-pack`` on one repository.
+"""What git may ask to run: ``git-upload-pack`` or ``git-receive-pack`` on one repository.
+
+Any other first word is an SSH-side command (``ssh.console``), parsed there.
 
 Git sends the command as one string, the path single-quoted by its ``sq_quote`` rules::
 
@@ -40,6 +42,11 @@ class GitCommand:
     def git_subcommand(self) -> str:
         """``upload-pack`` or ``receive-pack``, for ``git <subcommand> <path>``."""
         return self.service.removeprefix("git-")
+
+
+def is_git_command(words: list[str]) -> bool:
+    """Whether ``words`` ask for git (see :func:`parse_command`), not for ``ssh.console``."""
+    return bool(words) and (words[0].startswith("git-") or words[0] == "git")
 
 
 def parse_command(raw: bytes) -> GitCommand:

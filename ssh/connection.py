@@ -1,10 +1,12 @@
 """One SSH connection, from handshake to exit status.
 
     handshake -> public-key auth (within ssh_auth_timeout) -> one session channel
-      -> one request: exec "git-upload-pack|git-receive-pack 'owner/name.git'"  (or a shell
-         request, answered with a greeting)
-      -> authorize with the core (read for upload-pack, write for receive-pack)
-      -> run git, pump the channel, send the exit status, close
+      -> one request: exec "git-upload-pack|git-receive-pack 'owner/name.git'", exec of an
+         SSH-side command ("run list alice/demo": ssh.console), or a shell request, answered
+         with a greeting and the commands' help
+      -> git: authorize with the core (read for upload-pack, write for receive-pack),
+         run git, pump the channel; a command: ssh.console.session
+      -> send the exit status, close
 
 A refusal is one ``forge-ci: ...`` line on stderr and exit status 2 (as the CLI does); git then
 prints its own "Could not read from remote repository".
@@ -27,7 +29,9 @@ from forge_ci.gitstore import repository_path
 from forge_ci.refs import INTERNAL_REF_PREFIX
 from forge_ci.repos import find_repository
 from ssh.auth import GitServerInterface, Pusher
-from ssh.commands import parse_command
+from ssh.commands import MAX_COMMAND_BYTES, is_git_command, parse_command
+from ssh.console.parser import split_words
+from ssh.console.session import run_console_command, shell_greeting
 from ssh.context import ServerContext
 from ssh.pump import pump
 from ssh.push import run_receive_pack
@@ -137,14 +141,14 @@ def run_request(
 ) -> None:
     """Carry out the client's one request; refusals become one stderr line and exit status 2."""
     if interface.wants_shell:
-        reply.refuse(
-            f"Hi {pusher.name}! You are authenticated, but forge-ci does not provide shell "
-            "access; use git clone, fetch and push.",
-            status=1,
-        )
+        reply.refuse("\n".join(shell_greeting(pusher)), status=1)
         return
     assert interface.command is not None
     try:
+        words = split_words(interface.command, MAX_COMMAND_BYTES)
+        if not is_git_command(words):
+            reply.finish(run_console_command(ctx, channel, pusher, words))
+            return
         command = parse_command(interface.command)
         actor = Actor(user_id=pusher.user_id, name=pusher.name)
         with unavailable_on_failure(), ctx.database.session(read_only=True) as session:

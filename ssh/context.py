@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from forge_ci.db import Database
 from forge_ci.queueing import JobQueue
 from forge_ci.settings import Settings
+from ssh.console.slots import CommandSlots
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,12 @@ class ServerContext:
     #: (``forge_ci_testing.unhooked_ssh``). ``forge-ci ssh`` never sets it, and no setting or
     #: environment variable reaches it, so a deployed server always requires its hooks.
     unhooked: frozenset[str] = field(default=frozenset())
+    #: The SSH-side commands running now, per user (``ssh_commands_per_user`` each).
+    command_slots: CommandSlots = field(default_factory=CommandSlots)
+
+    @property
+    def command_timeout(self) -> float:
+        return self.settings.ssh_command_timeout
 
     def git_environment(self, **extra: str) -> dict[str, str]:
         """The environment of a git child: a clean minimum, never the server's own.

@@ -23,6 +23,7 @@ from forge_ci.queueing import JobQueue
 from forge_ci.settings import Settings
 from ssh.admission import Admission, Limits, Ticket
 from ssh.connection import serve_connection
+from ssh.console.slots import CommandSlots
 from ssh.context import ServerContext
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,11 @@ class SshServer:
             )
         queue = JobQueue(settings)
         self.context = ServerContext(
-            settings=settings, database=self.database, queue=queue, unhooked=unhooked
+            settings=settings,
+            database=self.database,
+            queue=queue,
+            unhooked=unhooked,
+            command_slots=CommandSlots(settings.ssh_commands_per_user),
         )
         # Import RQ and make the Redis client now (no connection yet), so that the first push
         # does not pay for the imports.

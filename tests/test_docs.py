@@ -204,6 +204,61 @@ def test_every_cli_command_is_in_the_operator_guide_table() -> None:
     assert not unknown, f"docs/operator-guide.md documents commands that do not exist: {unknown}"
 
 
+# --- SSH-side commands ---------------------------------------------------------------------------
+
+SSH_DOC = ROOT / "docs" / "ssh.md"
+_SSH_EXAMPLE = re.compile(r"(?:^|&&\s*)ssh git@HOST ([^#\n]*)")
+
+
+def ssh_examples() -> list[tuple[str, str]]:
+    """``(where, command)`` of every ``ssh git@HOST ...`` line of the docs' ``sh`` blocks."""
+    found = []
+    for doc in DOCS:
+        in_block = False
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip().startswith("```"):
+                in_block = line.strip() == "```sh"
+                continue
+            if in_block:
+                for match in _SSH_EXAMPLE.finditer(line):
+                    command = match.group(1).split(" < ")[0].strip()
+                    found.append((f"{doc.name}:{number}", command))
+    return found
+
+
+def test_every_ssh_example_parses() -> None:
+    """Each example in the docs is a command the SSH server accepts as written."""
+    import shlex
+
+    from ssh.console.catalog import COMMANDS
+    from ssh.console.parser import parse
+
+    examples = ssh_examples()
+    assert len(examples) >= 5, examples
+    for _where, command in examples:
+        parse(shlex.split(command), COMMANDS)  # raises Usage, naming the problem
+    with pytest.raises(Exception, match="unknown command"):
+        parse(["run", "watchh", "alice/demo"], COMMANDS)
+
+
+def test_every_ssh_command_is_in_the_reference_and_back() -> None:
+    from ssh.console.catalog import COMMANDS
+
+    section = SSH_DOC.read_text(encoding="utf-8").split("\n## SSH-side commands\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows = re.findall(r"^\|\s*`ssh git@HOST ([^`]*)`", section, re.M)
+    documented = {tuple(itertools.takewhile(_WORD.fullmatch, row.split())) for row in rows}
+    commands = {c.words for c in COMMANDS}
+    assert commands - documented == set(), "SSH commands missing from docs/ssh.md"
+    assert documented - commands == set(), "docs/ssh.md documents SSH commands that do not exist"
+    # The reference's synopsis is the one the server's help prints.
+    usages = {c.words: c.usage().removeprefix("ssh git@HOST ") for c in COMMANDS}
+    for row in rows:
+        words = tuple(itertools.takewhile(_WORD.fullmatch, row.split()))
+        expected = usages[words].replace(" [--json]", "").replace("|", "\\|")
+        assert row == expected, f"docs/ssh.md: {row!r} != the server's usage {expected!r}"
+
+
 # --- Headings and leftovers -----------------------------------------------------------------------
 
 _HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$", re.M)

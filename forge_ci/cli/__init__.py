@@ -24,6 +24,11 @@ from forge_ci.cli.common import run_cli
 #: The root's commands: name -> (module in ``forge_ci.cli``, attribute, first sentence of its
 #: help, which ``forge-ci --help`` shows).
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "backup": (
+        "backups",
+        "backup",
+        "Write a consistent backup of the database, repositories and key files to DIRECTORY.",
+    ),
     "db": ("database", "db", "Database schema management."),
     "events": ("events", "events", "Inspect push events."),
     "hooks": ("hooks", "hooks", "Manage the deployment's git hooks."),
@@ -39,6 +44,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Register and manage providers (the machines that run jobs).",
     ),
     "repo": ("repos", "repo", "Manage repositories."),
+    "restore": (
+        "backups",
+        "restore",
+        "Restore the backup in DIRECTORY into an empty data directory and database.",
+    ),
     "run": ("runs", "run", "List, show, dispatch, cancel and rerun workflow runs."),
     "secret": ("repo_secrets", "secret", "Manage repository secrets (sealed; never shown)."),
     "ssh": (
@@ -69,7 +79,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 #: Subcommands a group gets from a module of its own: (module, attribute). ``provider run`` and
 #: ``run logs`` are long-running clients, kept apart from the administration commands.
 SUBCOMMANDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "run": (("runlogs", "logs"),),
+    "run": (("runlogs", "logs"), ("runlogs", "watch")),
     "provider": (("provider_run", "run"),),
 }
 

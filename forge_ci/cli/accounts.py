@@ -53,19 +53,10 @@ def user_add(name: str, admin: bool, password_file: Path | None, no_password: bo
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def user_list(as_json: bool) -> None:
     """List users."""
-    from forge_ci.accounts import list_users
+    from forge_ci.accounts import user_rows
 
     with session_scope(read_only=True) as session:
-        rows = [
-            {
-                "name": u.name,
-                "admin": u.is_admin,
-                "active": u.is_active,
-                "keys": len(u.keys),
-                "created_at": u.created_at.isoformat(),
-            }
-            for u in list_users(session, Actor.operator())
-        ]
+        rows = user_rows(session, Actor.operator())
     if as_json:
         echo_json(rows)
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from forge_ci.errors import ForgeCIError
+from forge_ci.output import json_text, table_lines
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -133,18 +133,13 @@ def session_scope(check_schema: bool = True, *, read_only: bool = False) -> Iter
 
 def echo_json(value: Any) -> None:
     """Print ``value`` as JSON (stable key order) on stdout."""
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+    sys.stdout.write(json_text(value))
 
 
 def echo_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     """Print rows as aligned text columns for people."""
-    if not rows:
-        click.echo("(none)")
-        return
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    click.echo("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
-    for row in rows:
-        click.echo("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())
+    for line in table_lines(rows, columns):
+        click.echo(line)
 
 
 def read_text_file(path: Path, what: str) -> str:

@@ -228,7 +228,7 @@ def wait_for_run(database: Database, sha: str, echo: Echo, has_provider: bool) -
 
 def print_run(database: Database, number: int, echo: Echo) -> str:
     """Each job's conclusion and its first log lines; returns the run's conclusion."""
-    from forge_ci.cli.runlogs import LogPrinter
+    from forge_ci.coordinator.follow import LogPrinter
     from forge_ci.coordinator.logs import read_log_page, run_attempts
     from forge_ci.runs.queries import show_run
 

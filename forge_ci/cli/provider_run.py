@@ -17,6 +17,7 @@ import click
 
 from forge_ci.cli.common import settings
 from forge_ci.cli.providers import read_token
+from forge_ci.egress import EgressLimits, EgressPolicy
 from forge_ci.errors import InvalidInput
 
 
@@ -66,9 +67,50 @@ def _check_private(path: str) -> None:
 )
 @click.option("--runner-image", help="Job image (default: the runner_image setting).")
 @click.option(
+    "--egress",
+    type=click.Choice(["none", "public", "allow-list"]),
+    help="What jobs may reach through this provider's audited proxy: nothing, any public "
+    "address, or only --egress-allow entries (default: the provider_egress setting, public).",
+)
+@click.option(
+    "--egress-allow",
+    multiple=True,
+    metavar="ENTRY",
+    help="Allow a host (pypi.org), a suffix (.pythonhosted.org), an IP or CIDR, each with an "
+    "optional :port or :low-high, or a :port alone; repeat it. Only an IP/CIDR entry reaches "
+    "a loopback, private or link-local address (a local mirror).",
+)
+@click.option(
+    "--egress-max-connections",
+    type=click.IntRange(1, 1_000_000),
+    default=EgressLimits.max_connections,
+    show_default=True,
+    help="Proxy connections per job attempt.",
+)
+@click.option(
+    "--egress-max-mb",
+    type=click.IntRange(1, 1024 * 1024),
+    default=EgressLimits.max_bytes // 1024**2,
+    show_default=True,
+    help="MiB through the proxy per job attempt, both ways.",
+)
+@click.option(
+    "--egress-idle-seconds",
+    type=click.FloatRange(1, 86400),
+    default=EgressLimits.idle_seconds,
+    show_default=True,
+)
+@click.option(
+    "--egress-connection-seconds",
+    type=click.FloatRange(1, 86400),
+    default=EgressLimits.connection_seconds,
+    show_default=True,
+    help="Longest one proxy connection may stay open.",
+)
+@click.option(
     "--egress-network",
-    help="Let jobs reach the network through this dedicated "
-    "bridge (created with enable_icc=false); default: no network.",
+    help="Alternative to the proxy, with --egress none: let jobs reach the network through this "
+    "dedicated bridge (created with enable_icc=false); no policy or audit applies there.",
 )
 @click.option("--cpus", type=click.FloatRange(0.01, 1024), default=2.0, show_default=True)
 @click.option(
@@ -86,6 +128,12 @@ def run(
     slots: int,
     state_dir: Path | None,
     runner_image: str | None,
+    egress: str | None,
+    egress_allow: tuple[str, ...],
+    egress_max_connections: int,
+    egress_max_mb: int,
+    egress_idle_seconds: float,
+    egress_connection_seconds: float,
     egress_network: str | None,
     cpus: float,
     memory_mb: int,
@@ -100,6 +148,17 @@ def run(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = settings()
+    policy = EgressPolicy.parse(
+        egress or config.provider_egress,
+        egress_allow
+        or (config.provider_egress_allow if egress in (None, config.provider_egress) else ()),
+        EgressLimits(
+            max_connections=egress_max_connections,
+            max_bytes=egress_max_mb * 1024**2,
+            idle_seconds=egress_idle_seconds,
+            connection_seconds=egress_connection_seconds,
+        ),
+    )
     _check_private(token_file)
     token = read_token(token_file)
     service = ProviderService(
@@ -110,6 +169,7 @@ def run(
             runner_image=runner_image or config.runner_image,
             slots=slots,
             egress_network=egress_network,
+            egress=policy,
             limits=JobLimits(cpus=cpus, memory_bytes=memory_mb * 1024 * 1024, pids=pids),
             docker_url=os.environ.get("DOCKER_HOST") or None,
         )

@@ -42,6 +42,22 @@ def repo_list(as_json: bool) -> None:
         echo_table(rows, ["name", "default_branch", "push_workflows", "scheduled_workflows"])
 
 
+@repo.command("show")
+@click.argument("full_name", metavar="OWNER/NAME")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+def repo_show(full_name: str, as_json: bool) -> None:
+    """Show OWNER/NAME: default branch, role, and the push and scheduled workflow switches."""
+    from forge_ci.repos import show_repository
+
+    with session_scope(read_only=True) as session:
+        info = show_repository(session, Actor.operator(), full_name)
+    if as_json:
+        echo_json(info.as_dict())
+        return
+    for line in info.text_lines():
+        click.echo(line)
+
+
 @repo.command("grant")
 @click.argument("full_name", metavar="OWNER/NAME")
 @click.argument("user_name", metavar="USER")

@@ -9,15 +9,23 @@ repository or the action cache; a ``./PATH`` action by the run's own pin)::
 
     attempt request (locked): running, this execution ──► requester authorized
       ──► n names an action of this job ──► where it lives      (the transaction ends here)
-    pin check ──► tar of <commit>:<path>: regular files (0644/0755) and folders only; symbolic
-      links are left out; at most 10,000 files and 64 MiB
+    pin check ──► tar of <commit>:<path>: regular files (0644/0755), folders and symbolic links
+      (their target as committed, checked at run creation); at most 10,000 files and 64 MiB
 
 The tar is written here from git objects, so nothing of the repository's configuration runs.
+A pinned commit's tree never changes, so the tar is kept, once built, under
+``<action cache>/archives/<commit>-<path digest>.tar`` (written to a temporary file, synced and
+renamed into place) and served from there by the next job (after the same checks and the same
+pin check): inflating the git objects of a large action (setup-python: 8 MiB, 0.2 s of CPU) is
+paid once per action, not per job. The folder may be deleted at any time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
+import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -38,8 +46,10 @@ from forge_ci.protocol import SourceRequest
 from forge_ci.runs.actions import (
     MAX_ACTION_FILES,
     MAX_ACTION_TREE_BYTES,
+    ActionProblem,
     action_repository,
     job_action_keys,
+    link_target,
 )
 from forge_ci.runs.pins import pinned_commit
 from forge_ci.settings import Settings
@@ -56,6 +66,8 @@ class ActionTarget:
     path: str
     pin_ref: str
     reference: str
+    #: Where built archives are kept (None: built every time).
+    archives_dir: Path | None = None
 
 
 def locate_action(
@@ -87,7 +99,14 @@ def locate_action(
     if directory is None:
         raise SourceRefused(f"the repository of action {entry['reference']} no longer exists")
     pin = run.pin_ref if entry["source"]["kind"] == "run" else str(entry["pin_ref"])
-    return ActionTarget(directory, entry["commit"], entry["path"], pin, entry["reference"])
+    return ActionTarget(
+        directory,
+        entry["commit"],
+        entry["path"],
+        pin,
+        entry["reference"],
+        settings.action_cache_dir / "archives",
+    )
 
 
 def build_action_archive(target: ActionTarget) -> SourceArchive:
@@ -101,6 +120,14 @@ def build_action_archive(target: ActionTarget) -> SourceArchive:
         raise SourceRefused(
             f"commit {target.commit[:12]} of action {name} is no longer pinned; it is gone"
         )
+    kept = _kept_path(target)
+    if kept is not None:
+        try:
+            cached = kept.open("rb")
+        except OSError:
+            pass
+        else:
+            return SourceArchive(cached, os.fstat(cached.fileno()).st_size, target.commit)
     tree = git[target.commit].peel(pygit2.Tree)
     for part in target.path.split("/") if target.path else []:
         tree = git[tree[part].id].peel(pygit2.Tree)
@@ -109,11 +136,40 @@ def build_action_archive(target: ActionTarget) -> SourceArchive:
         with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as archive:
             _add_tree(git, tree, "", archive, name)
         size = spool.tell()
+        if kept is not None:
+            _keep(spool, kept)
     except BaseException:
         spool.close()
         raise
     spool.seek(0)
     return SourceArchive(spool, size, target.commit)
+
+
+def _kept_path(target: ActionTarget) -> Path | None:
+    if target.archives_dir is None:
+        return None
+    digest = hashlib.sha256(target.path.encode()).hexdigest()[:16]
+    return target.archives_dir / f"{target.commit}-{digest}.tar"
+
+
+def _keep(spool: IO[bytes], kept: Path) -> None:
+    """Copy the built archive to ``kept`` atomically; a failure only means no reuse."""
+    part: str | None = None
+    try:
+        kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor, part = tempfile.mkstemp(dir=kept.parent, suffix=".part")
+        with os.fdopen(descriptor, "wb") as out:
+            spool.seek(0)
+            shutil.copyfileobj(spool, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(part, kept)
+        part = None
+    except OSError:
+        pass
+    finally:
+        if part is not None:
+            Path(part).unlink(missing_ok=True)
 
 
 def _add_tree(
@@ -146,6 +202,13 @@ def _add_tree(
                 info.mode = 0o755 if mode == FileMode.BLOB_EXECUTABLE else 0o644
                 archive.addfile(info, io.BytesIO(data))
             elif mode == FileMode.LINK:
-                continue  # checked at run creation to stay inside the action; not delivered
+                info = tarfile.TarInfo(path)
+                info.type = tarfile.SYMTYPE
+                try:
+                    info.linkname = link_target(git, entry.id, name, path)
+                except ActionProblem as problem:
+                    raise SourceRefused(str(problem)) from None
+                info.mode = 0o777
+                archive.addfile(info)
             else:
                 raise SourceRefused(f"action {name}: {path!r} is not a file or folder")

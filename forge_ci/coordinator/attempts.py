@@ -172,7 +172,7 @@ def cancel_attempt(
     """Cancel the attempt's job by durable request; a leased attempt ends at once.
 
     The request is recorded on the job (the runs scheduler owns it), so a run cancellation and
-    a provider change look the same to the runner: ``cancel_requested`` and 15 s to stop.
+    a provider change look the same to the runner: ``cancel_requested`` and 30 s to stop.
     """
     if attempt.state == states.COMPLETED:
         return

@@ -6,9 +6,11 @@ transition of that repository takes, with ``FOR UPDATE SKIP LOCKED``)::
 
     authenticate provider ─► replay? (same request_id: same attempt, lease not extended)
       ─► active, not waiting out a provider-change cancellation?
-      ─► repositories with queued jobs in the provider's scope, least recently served first
-      ─► per repository, oldest queued job first: labels ⊆ provider labels, requester still
-         authorized (else the job is cancelled), secrets deliverable (else the job fails)
+      ─► repositories with queued jobs in the provider's scope whose labels ⊆ provider labels,
+         least recently served first (read from ``job_queue_counts``: a few rows whatever the
+         queue's depth; see forge_ci/models/queue.py)
+      ─► per repository, oldest queued job first (``job_queue``, one index seek): requester
+         still authorized (else the job is cancelled), secrets deliverable (else it fails)
       ─► attempt leased for 60 s (the lease setting), job running, steps pending, assignment built
 
 Fairness: a repository that was served least recently goes first, so one repository with a
@@ -36,19 +38,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, and_, exists, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.coordinator import secrets
+from forge_ci.coordinator.assignments import build_assignment
 from forge_ci.coordinator.attempts import reconcile, requester_refusal
-from forge_ci.coordinator.contexts import github_context
 from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
-from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
+from forge_ci.coordinator.leases import LEASE, refresh_next_check
 from forge_ci.coordinator.logs import MASKERS
-from forge_ci.coordinator.providers import authenticate_provider, normalize_job_labels
+from forge_ci.coordinator.providers import authenticate_provider
 from forge_ci.db import SessionScope, begin_write, is_sqlite
 from forge_ci.models import (
     Attempt,
@@ -56,42 +58,28 @@ from forge_ci.models import (
     Job,
     Provider,
     ProviderGrant,
-    Run,
+    QueueCount,
+    QueuedJob,
     RunSequence,
     utcnow,
 )
+from forge_ci.models.queue import key_labels
 from forge_ci.protocol import (
-    API_PREFIX,
-    Action,
     Assignment,
-    AssignmentStep,
     ClaimRequest,
     hook_steps,
 )
-from forge_ci.runs.actions import job_action_keys
-from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
-from forge_ci.secrets.policy import variables_for
+from forge_ci.runs.scheduling import complete_job, request_job_cancel, start_job
 
 CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
 JOB_BATCH = 200
+#: Queued jobs read first (each further one costs only when these were all refused).
+FIRST_LOOK = 4
 DEFAULT_TIMEOUT_MINUTES = 360
-#: Queued jobs the read-only look examines for one it could take.
-PRECHECK_JOBS = 1000
 #: Claim transactions one call may use (retry races, busy repositories) before answering null.
 MAX_ROUNDS = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def source_archive_path(attempt_id: int) -> str:
-    """Where the runner fetches the pinned commit's tar snapshot (served by the runner API)."""
-    return f"{API_PREFIX}/attempts/{attempt_id}/source.tar"
-
-
-def reads_contents(plan_job: dict[str, Any]) -> bool:
-    """Whether a planned job may read the source (``permissions: {contents: read}``)."""
-    permissions = plan_job.get("permissions") or {}
-    return bool(permissions.get("contents", "read") == "read")
 
 
 @dataclass
@@ -101,104 +89,6 @@ class ClaimOutcome:
     assignment: Assignment | None
     #: PostgreSQL: repositories skipped because other claimers held them.
     busy_repositories: list[int] = field(default_factory=list)
-
-
-# --- Assignments ---------------------------------------------------------------------------------
-
-
-def action_archive_path(attempt_id: int, index: int) -> str:
-    """Where the runner fetches the tree of the run's ``index``-th action (sorted by key)."""
-    return f"{API_PREFIX}/attempts/{attempt_id}/actions/{index}.tar"
-
-
-def wire_actions(run: Run, attempt_id: int, keys: list[str]) -> dict[str, Action]:
-    """The assignment's ``actions``: the snapshot's entries for ``keys``, with archive paths."""
-    entries = (run.actions or {}).get("actions") or {}
-    ordered = sorted(entries)
-    result: dict[str, Action] = {}
-    for key in keys:
-        entry = entries[key]
-        result[key] = Action.from_json(
-            {
-                "reference": entry["reference"],
-                "repository": entry["repository"],
-                "commit": entry["commit"],
-                "path": entry["path"],
-                "archive_path": action_archive_path(attempt_id, ordered.index(key)),
-                "metadata": entry["metadata"],
-            },
-            f"actions[{key!r}]",
-        )
-    return result
-
-
-def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -> AssignmentStep:
-    return AssignmentStep(
-        id=str(step["id"]),
-        name=step.get("name") or str(step["id"]),
-        uses=step.get("uses") or "",
-        run=step.get("run") or "",
-        shell=step.get("shell") or "",
-        working_directory=step.get("working_directory") or "",
-        env=dict(step.get("env") or {}),
-        condition=step.get("if") or "success()",
-        continue_on_error=step.get("continue_on_error", False),
-        timeout_minutes=step.get("timeout_minutes") or 0,
-        action=(references or {}).get(step.get("uses") or "", ""),
-        inputs=dict(step.get("with") or {}),
-    )
-
-
-def build_assignment(
-    session: Session,
-    attempt: Attempt,
-    job: Job,
-    run: Run,
-    now: datetime,
-    attempt_token: str,
-) -> Assignment:
-    """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
-
-    It names secrets but holds no value: the runner asks for a started step's values.
-    """
-    from forge_ci.runs.event_payload import run_inputs
-
-    plan_job = job.definition()
-    steps = list(plan_job.get("steps", []))
-    references = dict((run.actions or {}).get("references") or {})
-    actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
-    needs: dict[str, Any] = {}
-    if job.needs:
-        graph = RunGraph(session, run)
-        needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
-    return Assignment(
-        attempt_id=attempt.id,
-        attempt_number=attempt.number,
-        state=attempt.state,
-        run_id=run.id,
-        run_number=run.number,
-        job_id=job.id,
-        job_key=job.key,
-        job_workflow_id=job.job_id,
-        job_name=job.name,
-        timeout_minutes=attempt.timeout_minutes,
-        steps=tuple(_wire_step(step, references) for step in steps),
-        outputs=dict(plan_job.get("outputs") or {}),
-        contexts={
-            "github": github_context(run, job, attempt, job_token(attempt_token)),
-            "matrix": plan_job.get("matrix"),
-            "strategy": plan_job.get("strategy"),
-            "needs": needs,
-            "inputs": run_inputs(run.context),
-            # Current values (like secrets): a rerun sees the variables as they are now.
-            "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
-        },
-        source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
-        actions=actions,
-        lease_deadline_ms=to_ms(attempt.lease_expires_at),
-        job_deadline_ms=to_ms(attempt.job_deadline_at),
-        server_time_ms=to_ms(now),
-    )
 
 
 # --- One claim transaction -----------------------------------------------------------------------
@@ -223,10 +113,13 @@ def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: date
 
 def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
     digest = token_hash(token)
-    reused = (
-        digest == provider.token_hash
-        or session.scalar(select(Attempt.id).where(Attempt.token_hash == digest)) is not None
-        or session.scalar(select(Provider.id).where(Provider.token_hash == digest)) is not None
+    reused = digest == provider.token_hash or session.scalar(
+        select(
+            or_(
+                exists().where(Attempt.token_hash == digest),
+                exists().where(Provider.token_hash == digest),
+            )
+        )
     )
     if reused:
         raise ClaimConflict(
@@ -235,39 +128,68 @@ def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
     return digest
 
 
-def _candidate_repositories(session: Session, provider: Provider) -> list[tuple[int, bool]]:
-    """Repositories with queued jobs in the provider's scope, least recently served first.
+@dataclass
+class Candidate:
+    """A repository with queued jobs this provider may take: its label sets, fairness keys."""
 
-    Each with whether it has a scheduling row (the row claims lock on PostgreSQL).
-    """
-    served = (
-        select(func.max(Attempt.claimed_at))
-        .where(Attempt.repository_id == Run.repository_id)
-        .correlate(Run)
-        .scalar_subquery()
-    )
-    query = (
-        select(
-            Run.repository_id,
-            func.min(Job.queued_at),
-            served,
-            func.count(RunSequence.repository_id.distinct()),
-        )
-        .join(Job, Job.run_id == Run.id)
-        .outerjoin(RunSequence, RunSequence.repository_id == Run.repository_id)
-        .where(Job.state == states.QUEUED)
-        .group_by(Run.repository_id)
-    )
+    repository_id: int
+    has_row: bool
+    label_keys: list[str] = field(default_factory=list)
+    served: datetime = _EPOCH
+    oldest: datetime = _EPOCH
+
+
+def _claimable_counts(provider: Provider) -> Select[int, str]:
+    """Label sets with queued jobs per repository in the provider's scope (count rows only)."""
+    query = select(QueueCount.repository_id, QueueCount.labels).where(QueueCount.queued > 0)
     if provider.scope != "all":
         granted = select(ProviderGrant.repository_id).where(
             ProviderGrant.provider_id == provider.id
         )
-        query = query.where(Run.repository_id.in_(granted))
-    rows = [
-        (last or _EPOCH, oldest or _EPOCH, repository_id, bool(sequences))
-        for repository_id, oldest, last, sequences in session.execute(query)
-    ]
-    return [(repository_id, has_row) for _, _, repository_id, has_row in sorted(rows)]
+        query = query.where(QueueCount.repository_id.in_(granted))
+    return query
+
+
+def _candidate_repositories(session: Session, provider: Provider) -> list[Candidate]:
+    """Repositories with queued jobs the provider may take, least recently served first.
+
+    Read from the queue counts (a few rows whatever the queue's depth); the fairness keys are
+    index seeks per row: the repository's last claim and its oldest queued job of the set.
+    """
+    served = (
+        select(func.max(Attempt.claimed_at))
+        .where(Attempt.repository_id == QueueCount.repository_id)
+        .correlate(QueueCount)
+        .scalar_subquery()
+    )
+    oldest = (
+        select(func.min(QueuedJob.queued_at))
+        .where(
+            QueuedJob.repository_id == QueueCount.repository_id,
+            QueuedJob.labels == QueueCount.labels,
+        )
+        .correlate(QueueCount)
+        .scalar_subquery()
+    )
+    has_row = (
+        select(RunSequence.repository_id)
+        .where(RunSequence.repository_id == QueueCount.repository_id)
+        .correlate(QueueCount)
+        .exists()
+    )
+    labels = provider.label_set
+    found: dict[int, Candidate] = {}
+    query = _claimable_counts(provider).add_columns(served, oldest, has_row)
+    for repository_id, key, last, first, row in session.execute(query):
+        if not key_labels(key) <= labels:
+            continue
+        candidate = found.setdefault(
+            repository_id, Candidate(repository_id, bool(row), served=last or _EPOCH)
+        )
+        candidate.label_keys.append(key)
+        first = first or _EPOCH
+        candidate.oldest = first if candidate.oldest == _EPOCH else min(candidate.oldest, first)
+    return sorted(found.values(), key=lambda c: (c.served, c.oldest, c.repository_id))
 
 
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
@@ -284,30 +206,52 @@ def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> boo
     return session.scalar(query) is not None
 
 
-def _touch(session: Session, provider: Provider, now: datetime) -> None:
+def _touch(session: Session, provider: Provider, now: datetime, egress_policy: str = "") -> None:
+    changed = False
     if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
         provider.last_contact_at = now
+        changed = True
+    # The policy is the provider's own setting: shown on the admin page as last reported.
+    if egress_policy and provider.egress_policy != egress_policy:
+        provider.egress_policy = egress_policy
+        changed = True
+    if changed:
         session.flush()
 
 
-def _waiting_out_cancellation(
-    session: Session, provider: Provider, now: datetime
-) -> tuple[bool, bool]:
-    """A provider whose own change cancelled its work claims nothing until that work ended.
-
-    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+def _own_attempts(
+    session: Session, provider: Provider, request_id: str
+) -> tuple[Attempt | None, list[Attempt]]:
+    """Locked, in one statement: the attempt of this ``request_id`` (a replay) if any, and the
+    provider's unended attempts cancelled by its own change (see ``_waiting_out_cancellation``).
     """
-    pending = session.scalars(
+    rows = session.scalars(
         select(Attempt)
         .where(
             Attempt.provider_id == provider.id,
-            Attempt.state != states.COMPLETED,
-            Attempt.cancelled_by_provider_change.is_(True),
+            or_(
+                Attempt.request_id == request_id,
+                and_(
+                    Attempt.state != states.COMPLETED,
+                    Attempt.cancelled_by_provider_change.is_(True),
+                ),
+            ),
         )
         .order_by(Attempt.id)
         .with_for_update()
         .execution_options(populate_existing=True)
     ).all()
+    previous = next((row for row in rows if row.request_id == request_id), None)
+    return previous, [row for row in rows if row is not previous]
+
+
+def _waiting_out_cancellation(
+    session: Session, pending: list[Attempt], now: datetime
+) -> tuple[bool, bool]:
+    """A provider whose own change cancelled its work claims nothing until that work ended.
+
+    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+    """
     for attempt in pending:
         reconcile(session, attempt, now)
     return any(attempt.state != states.COMPLETED for attempt in pending), bool(pending)
@@ -347,12 +291,14 @@ def _allocate(
     session.add(attempt)
     session.flush()
     assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
-    _add_steps(attempt, plan_job, assignment)
+    _add_steps(session, attempt, plan_job, assignment)
     session.flush()
     return assignment
 
 
-def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment) -> None:
+def _add_steps(
+    session: Session, attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment
+) -> None:
     """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
     from forge_ci.workflow.render import as_written
 
@@ -362,42 +308,70 @@ def _add_steps(attempt: Attempt, plan_job: dict[str, Any], assignment: Assignmen
         rows.append((str(step["id"]), as_written(name) or str(step["id"])))
     pre, post = hook_steps(assignment.steps, assignment.actions)
     rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
-    for position, (step_id, name) in enumerate(rows):
-        attempt.steps.append(
-            AttemptStep(position=position, step_id=step_id, name=name, state=states.PENDING)
+    # One multi-row INSERT beside the attempt (through ``attempt.steps`` it would load the
+    # collection and insert row by row).
+    session.execute(
+        insert(AttemptStep),
+        [
+            {
+                "attempt_id": attempt.id,
+                "position": position,
+                "step_id": step_id,
+                "name": name,
+                "state": states.PENDING,
+            }
+            for position, (step_id, name) in enumerate(rows)
+        ],
+    )
+
+
+def _queued_in(session: Session, candidate: Candidate, limit: int) -> list[int]:
+    """The candidate's first ``limit`` queued job ids the provider may take, oldest first."""
+    rows: list[Any] = []
+    for key in candidate.label_keys:
+        rows.extend(
+            session.execute(
+                select(QueuedJob.queued_at, QueuedJob.job_id)
+                .where(QueuedJob.repository_id == candidate.repository_id, QueuedJob.labels == key)
+                .order_by(QueuedJob.queued_at, QueuedJob.job_id)
+                .limit(limit)
+            )
         )
+    rows.sort(key=lambda row: (row.queued_at, row.job_id))
+    return [row.job_id for row in rows[:limit]]
+
+
+def _candidate_jobs(session: Session, candidate: Candidate) -> Iterator[int]:
+    """Queued job ids oldest first: a few (the first one is almost always taken), then more."""
+    seen: set[int] = set()
+    for limit in (FIRST_LOOK, JOB_BATCH):
+        for job_id in _queued_in(session, candidate, limit):
+            if job_id not in seen:
+                seen.add(job_id)
+                yield job_id
+        if len(seen) < limit:
+            return
 
 
 def _claim_in_repository(
     session: Session,
     provider: Provider,
-    repository_id: int,
+    candidate: Candidate,
     request: ClaimRequest,
     digest: str,
     now: datetime,
     source: secrets.SecretSource,
     lease: timedelta,
 ) -> Assignment | None:
-    labels = provider.label_set
     refusals: dict[int, str | None] = {}
-    # Columns only: most queued jobs are looked at and passed over (labels), not loaded.
-    rows = session.execute(
-        select(Job.id, Job.run_id, Job.runs_on)
-        .join(Run, Run.id == Job.run_id)
-        .where(Run.repository_id == repository_id, Job.state == states.QUEUED)
-        .order_by(Job.queued_at, Job.id)
-        .limit(JOB_BATCH)
-    ).all()
-    for job_id, run_id, runs_on in rows:
-        if not normalize_job_labels(runs_on) <= labels:
-            continue
+    for job_id in _candidate_jobs(session, candidate):
         job = session.get(Job, job_id)
         if job is None or job.state != states.QUEUED:
             continue  # decided earlier in this transaction (a sibling's cancellation)
         run = job.run
-        if run_id not in refusals:
-            refusals[run_id] = requester_refusal(session, run)
-        refusal = refusals[run_id]
+        if run.id not in refusals:
+            refusals[run.id] = requester_refusal(session, run)
+        refusal = refusals[run.id]
         if refusal is not None:
             request_job_cancel(session, job, refusal, now)
             continue
@@ -428,33 +402,28 @@ def claim_once(
             .where(Provider.id == provider.id)
             .with_for_update(read=True, key_share=True)
         )
-    previous = session.scalar(
-        select(Attempt)
-        .where(Attempt.provider_id == provider.id, Attempt.request_id == request.request_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    previous, pending = _own_attempts(session, provider, request.request_id)
     if previous is not None:
         return ClaimOutcome(_replay(session, previous, request, now))
     digest = _check_fresh_token(session, provider, request.attempt_token)
-    _touch(session, provider, now)
+    _touch(session, provider, now, request.egress_policy)
     if provider.state != "active":
         return ClaimOutcome(None)
-    waiting, holding = _waiting_out_cancellation(session, provider, now)
+    waiting, holding = _waiting_out_cancellation(session, pending, now)
     if waiting:
         return ClaimOutcome(None)
     if wait_for_repository is not None:
         # The only lock this transaction waits for; every other one is skipped when busy.
         _lock_repository(session, wait_for_repository, wait=True)
         holding = True
-    busy: list[int] = []
-    for repository_id, has_row in _candidate_repositories(session, provider):
-        if has_row and not _lock_repository(session, repository_id, wait=False):
-            busy.append(repository_id)
+    busy: list[Candidate] = []
+    for candidate in _candidate_repositories(session, provider):
+        if candidate.has_row and not _lock_repository(session, candidate.repository_id, wait=False):
+            busy.append(candidate)
             continue
-        holding = holding or has_row
+        holding = holding or candidate.has_row
         assignment = _claim_in_repository(
-            session, provider, repository_id, request, digest, now, source, lease
+            session, provider, candidate, request, digest, now, source, lease
         )
         if assignment is not None:
             return ClaimOutcome(assignment)
@@ -463,14 +432,14 @@ def claim_once(
         # wait for one here (no lock to deadlock on) instead of starting over. Any one: all
         # claimers saw the same order, and queueing on the first would idle the others.
         chosen = random.choice(busy)
-        _lock_repository(session, chosen, wait=True)
+        _lock_repository(session, chosen.repository_id, wait=True)
         assignment = _claim_in_repository(
             session, provider, chosen, request, digest, now, source, lease
         )
         if assignment is not None:
             return ClaimOutcome(assignment)
         busy.remove(chosen)
-    return ClaimOutcome(None, busy)
+    return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
 
 
 def _nothing_to_claim(
@@ -482,37 +451,28 @@ def _nothing_to_claim(
     is due, a provider waiting out a cancellation, or any queued job it might take.
     """
     provider = authenticate_provider(session, token)
-    replay = session.scalar(
-        select(Attempt.id).where(
-            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
-        )
-    )
-    if replay is not None:
-        return False
     if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
+        return False
+    needs_writer = [Attempt.request_id == request.request_id]  # a replay
+    if provider.state == "active":  # waiting out a cancellation
+        needs_writer.append(
+            and_(
+                Attempt.state != states.COMPLETED,
+                Attempt.cancelled_by_provider_change.is_(True),
+            )
+        )
+    replay_or_waiting = session.scalar(
+        select(Attempt.id).where(Attempt.provider_id == provider.id, or_(*needs_writer)).limit(1)
+    )
+    if replay_or_waiting is not None:
         return False
     if provider.state != "active":
         return True
-    waiting = session.scalar(
-        select(Attempt.id).where(
-            Attempt.provider_id == provider.id,
-            Attempt.state != states.COMPLETED,
-            Attempt.cancelled_by_provider_change.is_(True),
-        )
-    )
-    if waiting is not None:
-        return False
-    query = select(Job.runs_on).join(Run, Run.id == Job.run_id).where(Job.state == states.QUEUED)
-    if provider.scope != "all":
-        granted = select(ProviderGrant.repository_id).where(
-            ProviderGrant.provider_id == provider.id
-        )
-        query = query.where(Run.repository_id.in_(granted))
     labels = provider.label_set
-    for runs_on in session.scalars(query.limit(PRECHECK_JOBS)):
-        if normalize_job_labels(runs_on) <= labels:
-            return False
-    return True
+    keys = session.scalars(
+        _claimable_counts(provider).with_only_columns(QueueCount.labels).distinct()
+    )
+    return not any(key_labels(key) <= labels for key in keys)
 
 
 @contextmanager

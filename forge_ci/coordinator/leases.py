@@ -6,7 +6,7 @@ runner is never trusted to)::
     claim ──► start window (60 s, no renewal) ──► start ──► lease (60 s, renewed by heartbeats,
                                                   │         never past the job deadline)
                                                   └──────► job deadline (fixed once at start)
-    cancellation request ──► 15 s to complete (a repeated request does not move it)
+    cancellation request ──► 30 s to complete (a repeated request does not move it)
 
     lease runs out first            -> lost       (the provider stopped renewing)
     job deadline reached, lease ok  -> timed_out
@@ -24,7 +24,9 @@ from forge_ci.models import Attempt, Job
 
 #: The default lease; ``Settings.lease_seconds`` (``Coordinator.lease``) may set another.
 LEASE = timedelta(seconds=60)
-CANCEL_GRACE = timedelta(seconds=15)
+#: Long enough for the runner to stop the step and run the actions' post steps
+#: (worker.runner.watchdog.POST_GRACE) before it completes.
+CANCEL_GRACE = timedelta(seconds=30)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NEVER = datetime.max.replace(tzinfo=UTC)
 

@@ -35,6 +35,7 @@ from forge_ci.coordinator.errors import BadCredential
 from forge_ci.coordinator.leases import LEASE
 from forge_ci.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from forge_ci.models import Attempt, Job, Provider, ProviderGrant, Repository, utcnow
+from forge_ci.models.queue import job_labels
 from forge_ci.repos import find_repository
 from forge_ci.runs.transactions import begin_serialized
 
@@ -82,9 +83,8 @@ def normalize_labels(labels: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(normalized))
 
 
-def normalize_job_labels(labels: Iterable[str]) -> frozenset[str]:
-    """A job's ``runs-on`` labels compared the way provider labels are stored."""
-    return frozenset(label.strip().lower() for label in labels)
+#: A job's ``runs-on`` labels compared the way provider labels are stored.
+normalize_job_labels = job_labels
 
 
 def check_scope(scope: str) -> str:
@@ -124,6 +124,8 @@ class ProviderInfo:
     active_attempts: int
     last_contact_at: datetime | None
     created_at: datetime
+    #: The egress policy the provider last reported ("" before its first claim).
+    egress_policy: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -135,6 +137,7 @@ class ProviderInfo:
             "active_attempts": self.active_attempts,
             "last_contact_at": self.last_contact_at.isoformat() if self.last_contact_at else None,
             "created_at": self.created_at.isoformat(),
+            "egress_policy": self.egress_policy,
         }
 
 
@@ -169,6 +172,7 @@ def _info(session: Session, provider: Provider) -> ProviderInfo:
         active_attempts=len(active),
         last_contact_at=contact,
         created_at=provider.created_at,
+        egress_policy=provider.egress_policy or "",
     )
 
 

@@ -26,6 +26,7 @@ from forge_ci.coordinator import (
     attempts,
     bundles,
     claims,
+    egress,
     logs,
     secrets,
     sources,
@@ -43,6 +44,7 @@ from forge_ci.protocol import (
     AttemptStatus,
     ClaimRequest,
     CompleteRequest,
+    EgressRequest,
     HeartbeatRequest,
     LogRequest,
     SecretsRequest,
@@ -197,6 +199,13 @@ class Coordinator:
             status = attempts.status_of(attempt, now)
             session.commit()
             return result, status
+
+    def egress(self, token: str | None, attempt_id: int, request: EgressRequest) -> int:
+        """A provider's egress records for one of its attempts (:mod:`.egress`)."""
+        with self.sessions() as session:
+            stored = egress.record_egress(session, token, attempt_id, request)
+            session.commit()
+            return stored
 
     def start(self, token: str | None, attempt_id: int, request: StartRequest) -> AttemptStatus:
         def operation(session: Session, attempt: Attempt, now: datetime) -> None:

@@ -34,6 +34,16 @@ def head_revision() -> str:
     return str(heads[0])
 
 
+def known_revision(revision: str) -> bool:
+    """Whether ``revision`` is one of this version's migrations (older or equal to the head)."""
+    from alembic.script import ScriptDirectory
+
+    try:
+        return ScriptDirectory.from_config(_config()).get_revision(revision) is not None
+    except Exception:  # alembic's ResolutionError and friends: not one of ours
+        return False
+
+
 def current_revision(engine: Engine) -> str | None:
     """The revision stamped in the database, or None when it was never migrated."""
     from alembic.runtime.migration import MigrationContext

@@ -45,6 +45,8 @@ class Provider(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     #: The last claim or lease renewal by this provider or one of its attempts.
     last_contact_at: Mapped[datetime | None]
+    #: The egress policy the provider last reported with a claim (its own settings), or None.
+    egress_policy: Mapped[str | None] = mapped_column(String(1000))
 
     grants: Mapped[list[ProviderGrant]] = relationship(
         back_populates="provider", cascade="all, delete-orphan"

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from forge_ci import states
 from forge_ci.models.base import Base, utcnow
+from forge_ci.models.queue import follow_queue
 from forge_ci.models.repositories import Repository
 from forge_ci.models.revisions import count_changes
 
@@ -213,7 +214,8 @@ class Job(Base):
     #: The runner labels a provider must have (copied from the plan for claim matching).
     runs_on: Mapped[list[str]] = mapped_column(JSON)
 
-    state: Mapped[str] = mapped_column(String(16))
+    #: Its old value is kept for the flush (active history): the claim queue follows it.
+    state: Mapped[str] = mapped_column(String(16), active_history=True)
     conclusion: Mapped[str | None] = mapped_column(String(16))
     #: Why the server decided the job's fate (skipped, cancelled, failed before running).
     status_reason: Mapped[str | None] = mapped_column(Text)
@@ -242,6 +244,7 @@ class Job(Base):
     @classmethod
     def __declare_last__(cls) -> None:
         count_changes(cls)
+        follow_queue(cls)
 
 
 class JobDependency(Base):

@@ -53,6 +53,7 @@ from forge_ci.protocol.api import (
     LOG_STREAMS,
     MAX_ATTEMPT_SECRET_BYTES,
     MAX_BODY_BYTES,
+    MAX_EGRESS_POLICY_BYTES,
     MAX_LOG_TEXT_BYTES,
     MAX_OUTPUT_NAME,
     MAX_OUTPUTS,
@@ -88,6 +89,7 @@ from forge_ci.protocol.assignment import (
     parse_env_value,
     parse_value,
 )
+from forge_ci.protocol.egress import MAX_EGRESS_RECORDS, EgressRecord, EgressRequest
 from forge_ci.protocol.fields import (
     INT64_MAX,
     PROTOCOL_VERSION,
@@ -104,6 +106,8 @@ from forge_ci.protocol.runner_input import (
     MIN_STEP_MINUTE_SECONDS,
     RUNNER_API_SOCKET,
     RUNNER_API_SOCKET_NAME,
+    RUNNER_EGRESS_SOCKET,
+    RUNNER_EGRESS_SOCKET_NAME,
     RUNNER_INPUT_VERSION,
     RUNNER_SOCKET_DIR,
     RUNNER_WORKSPACE,
@@ -113,6 +117,9 @@ from forge_ci.protocol.runner_input import (
 )
 
 __all__ = [
+    "MAX_EGRESS_RECORDS",
+    "EgressRecord",
+    "EgressRequest",
     "ACTION_KINDS",
     "Action",
     "ActionInput",
@@ -142,6 +149,7 @@ __all__ = [
     "LogRequest",
     "MAX_ATTEMPT_SECRET_BYTES",
     "MAX_BODY_BYTES",
+    "MAX_EGRESS_POLICY_BYTES",
     "MAX_LOG_TEXT_BYTES",
     "MAX_OUTPUTS",
     "MAX_OUTPUT_NAME",
@@ -155,6 +163,8 @@ __all__ = [
     "REPORTED_CONCLUSIONS",
     "RUNNER_API_SOCKET",
     "RUNNER_API_SOCKET_NAME",
+    "RUNNER_EGRESS_SOCKET",
+    "RUNNER_EGRESS_SOCKET_NAME",
     "RUNNER_INPUT_VERSION",
     "RUNNER_SOCKET_DIR",
     "RUNNER_WORKSPACE",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from forge_ci.protocol.egress import EGRESS_FIELDS, EgressRequest
 from forge_ci.protocol.fields import (
     ENV_NAME_RE,
     HEX32,
@@ -40,6 +41,7 @@ MAX_BODY_BYTES: Final = 64 * 1024
 MAX_LOG_TEXT_BYTES: Final = 64 * 1024
 BODY_READ_DEADLINE_SECONDS: Final = 10.0
 MAX_WAIT_SECONDS: Final = 3600.0
+MAX_EGRESS_POLICY_BYTES: Final = 1000
 MAX_OUTPUTS: Final = 64
 MAX_OUTPUT_NAME: Final = 100
 #: Secret values one attempt may receive in total (UTF-8 bytes).
@@ -81,6 +83,8 @@ class ClaimRequest:
     attempt_token: str
     #: Wait at most this long for work (bounded by the server's limit); None: the server's limit.
     wait_seconds: float | None = None
+    #: The provider's egress policy in words, shown on the admin page ("" : not reported).
+    egress_policy: str = ""
 
 
 @dataclass(frozen=True)
@@ -281,8 +285,13 @@ _REQUESTS: dict[str, tuple[type[Any], Fields]] = {
             "request_id": (True, lambda v, n: hex_text(v, n, HEX32, 32)),
             "attempt_token": (True, parse_token),
             "wait_seconds": (False, _wait),
+            "egress_policy": (
+                False,
+                lambda v, n: utf8(string(v, n, max_bytes=MAX_EGRESS_POLICY_BYTES), n),
+            ),
         },
     ),
+    "egress": (EgressRequest, EGRESS_FIELDS),
     "start": (StartRequest, {"execution_id": (True, _execution_id)}),
     "heartbeat": (HeartbeatRequest, {"execution_id": (True, _execution_id_or_empty)}),
     "source": (SourceRequest, {"execution_id": (True, _execution_id)}),
@@ -342,7 +351,7 @@ def parse_request(endpoint: str, body: bytes) -> Any:
 
 
 #: Optional fields left out of a body while empty (older servers never saw them).
-_OMITTED_WHEN_EMPTY = frozenset({"masks", "annotations", "summary"})
+_OMITTED_WHEN_EMPTY = frozenset({"masks", "annotations", "summary", "egress_policy"})
 
 
 def request_body(request: Any) -> dict[str, Any]:

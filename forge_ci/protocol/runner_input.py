@@ -25,6 +25,8 @@ RUNNER_INPUT_VERSION: Final = 1
 #   /workspace/              RUNNER_WORKSPACE: the attempt's workspace volume
 #   /run/forge-ci/           RUNNER_SOCKET_DIR: the per-attempt directory, mounted read-only
 #     api.sock               RUNNER_API_SOCKET: the runner API, forwarded for this attempt only
+#     egress.sock            RUNNER_EGRESS_SOCKET: the provider's egress proxy (when it allows
+#                            egress; the runner forwards 127.0.0.1:<port> in the job to it)
 
 #: Where the provider mounts the attempt's workspace volume.
 RUNNER_WORKSPACE: Final = "/workspace"
@@ -34,6 +36,9 @@ RUNNER_SOCKET_DIR: Final = "/run/forge-ci"
 RUNNER_API_SOCKET_NAME: Final = "api.sock"
 #: The runner API socket as the runner sees it.
 RUNNER_API_SOCKET: Final = f"{RUNNER_SOCKET_DIR}/{RUNNER_API_SOCKET_NAME}"
+#: The egress proxy's socket in that directory, and as the runner sees it.
+RUNNER_EGRESS_SOCKET_NAME: Final = "egress.sock"
+RUNNER_EGRESS_SOCKET: Final = f"{RUNNER_SOCKET_DIR}/{RUNNER_EGRESS_SOCKET_NAME}"
 #: The envelope is at most this long (the plan is at most 1 MiB; secrets and contexts add some).
 MAX_RUNNER_INPUT_BYTES: Final = 8 * 1024 * 1024
 #: Bounds of ``step_minute_seconds``.
@@ -64,7 +69,7 @@ class RunnerInput:
 
     ``{"version": 1, "credential": "<64 hex>", "api_socket": "/run/forge-ci/api.sock",
     "workspace": "/workspace", "assignment": {...}}``, plus optionally
-    ``"step_minute_seconds"``.
+    ``"step_minute_seconds"`` and ``"egress_socket"``.
     """
 
     #: The attempt credential (the claim's ``attempt_token``); never the provider's.
@@ -77,6 +82,8 @@ class RunnerInput:
     #: How long a minute of a *step* ``timeout-minutes`` lasts. Tests of the runner shorten it;
     #: it can only make step limits stricter (the job deadline is the server's).
     step_minute_seconds: float = STEP_MINUTE_SECONDS
+    #: The provider's egress proxy socket; "" when the provider allows no egress.
+    egress_socket: str = ""
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -88,6 +95,8 @@ class RunnerInput:
         }
         if self.step_minute_seconds != STEP_MINUTE_SECONDS:
             body["step_minute_seconds"] = self.step_minute_seconds
+        if self.egress_socket:
+            body["egress_socket"] = self.egress_socket
         return body
 
     @classmethod
@@ -100,6 +109,7 @@ class RunnerInput:
                 "workspace": (True, _absolute_path),
                 "assignment": (True, lambda v, n: Assignment.from_json(v)),
                 "step_minute_seconds": (False, _minute),
+                "egress_socket": (False, _absolute_path),
             },
             "runner input",
         )

@@ -69,7 +69,8 @@ def _environment(home: str) -> dict[str, str]:
 
 
 @contextmanager
-def _locked(cache: Path) -> Iterator[None]:
+def cache_lock(cache: Path) -> Iterator[None]:
+    """Hold the cache repository's lock (fetches and pins; backups copy its refs under it)."""
     cache.parent.mkdir(parents=True, exist_ok=True)
     with open(cache.parent / (cache.name + ".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -134,7 +135,7 @@ def fetch_action(
 ) -> Fetched | str:
     """Find ``ref`` (tag, branch or full SHA) at ``url`` and pin it in the cache, or say why not."""
     cache = cache_path(cache_dir, url)
-    with _locked(cache):
+    with cache_lock(cache):
         if not (cache / "HEAD").exists():
             pygit2.init_repository(str(cache), bare=True)
         git = pygit2.Repository(str(cache))

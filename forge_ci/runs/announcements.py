@@ -93,11 +93,12 @@ def announcement_lines(
                 f"{pipelines}"
             )
         else:
-            lines += _decided(view, branch, pipelines)
+            lines += decided_lines(view, branch, pipelines)
     return lines
 
 
-def _decided(view: PushEventView, branch: str, pipelines: str) -> list[str]:
+def decided_lines(view: PushEventView, branch: str, pipelines: str) -> list[str]:
+    """What a decided push event started, one line each (none when push workflows are off)."""
     if view.result == DISABLED:
         return []  # push workflows are off: nothing was expected to run
     if view.result != PROCESSED:

@@ -9,7 +9,7 @@ types, options) and stored, with defaults filled in, in the run's snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.orm import Session
 
@@ -30,6 +30,20 @@ from forge_ci.runs.sources import (
 from forge_ci.settings import Settings
 
 DISPATCH = "workflow_dispatch"
+
+
+def input_values(pairs: Sequence[str]) -> dict[str, str]:
+    """``--input NAME=VALUE`` options (CLI and SSH) as a mapping; a pair without ``=`` or a
+    repeated name is refused before anything is read."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise InvalidInput(f"--input: give NAME=VALUE, not {pair!r}")
+        if name in values:
+            raise InvalidInput(f"--input: the input {name!r} is given twice")
+        values[name] = value
+    return values
 
 
 def dispatch_run(

@@ -207,17 +207,32 @@ def run_view(
     )
 
 
-def list_runs(session: Session, actor: Actor, full_name: str, limit: int = 50) -> list[RunView]:
-    """The repository's runs, newest first (readers may list)."""
+def list_runs(
+    session: Session,
+    actor: Actor,
+    full_name: str,
+    limit: int = 50,
+    *,
+    branch: str | None = None,
+    workflow: str | None = None,
+) -> list[RunView]:
+    """The repository's runs, newest first (readers may list).
+
+    ``branch`` keeps runs of that branch (``main`` or ``refs/heads/main``); ``workflow`` keeps
+    runs of that workflow file (its path, or a bare file name under ``.github/workflows/``).
+    """
     if not 1 <= limit <= MAX_LIST:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIST}, not {limit}")
     repository = find_repository(session, actor, full_name, Role.READ)
-    runs = session.scalars(
-        select(Run)
-        .where(Run.repository_id == repository.id)
-        .order_by(Run.number.desc())
-        .limit(limit)
-    )
+    query = select(Run).where(Run.repository_id == repository.id)
+    if branch is not None:
+        query = query.where(
+            Run.ref == (branch if branch.startswith("refs/") else f"refs/heads/{branch}")
+        )
+    if workflow is not None:
+        path = workflow if "/" in workflow else f".github/workflows/{workflow}"
+        query = query.where(Run.workflow_path == path)
+    runs = session.scalars(query.order_by(Run.number.desc()).limit(limit))
     return [run_view(session, repository, run) for run in runs]
 
 

@@ -324,11 +324,26 @@ def start_job(session: Session, job: Job, now: datetime | None = None) -> Job:
     completed (cancelled meanwhile, say), raises Conflict.
     """
     now = now or utcnow()
-    run = lock_run(session, job.run_id)
+    # Only this job and its run decide here (a started job cannot complete the run), so the
+    # run's other jobs are not reloaded: claims stay cheap however big the run is.
+    lock_repository_runs(session, job.run.repository_id)  # part of the immutable snapshot
+    run = session.scalar(
+        select(Run)
+        .where(Run.id == job.run_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    assert run is not None
+    session.refresh(job, ["state"])
     if job.state == states.RUNNING:
         return job
     _move(job, states.RUNNING, now)
-    settle_run(session, run, now)
+    if run.state == states.QUEUED:
+        # No job of a queued run has started before (settle_run makes the run running with
+        # its first started job), so this one's start is the run's.
+        states.require_transition("run", run.state, states.RUNNING)
+        run.state = states.RUNNING
+        run.started_at = now
     return job
 
 

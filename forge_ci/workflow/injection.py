@@ -21,6 +21,7 @@ quotes instead. Done when the plan is built, so the snapshot holds the protected
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.expressions import (
@@ -31,6 +32,10 @@ from forge_ci.workflow.expressions import (
 )
 
 GENERATED_PREFIX = "_FORGE_CI_EXPR_"
+#: ``<prefix>NAME: {"secret": NAME}``: a secret an expression of the step reads (in env, run or
+#: with). The runner asks for it like any secret and gives it to the step's expressions as
+#: ``secrets.NAME``, never to the step's process.
+SECRET_HOLDER_PREFIX = GENERATED_PREFIX + "SECRET_"
 #: github fields whose values forge-ci or the runner chose: never text an outsider wrote.
 TRUSTED_GITHUB = frozenset(
     {
@@ -117,3 +122,31 @@ def secret_value(name: str) -> dict[str, Any]:
     if name == "GITHUB_TOKEN":
         return {"template": [{"expr": "github.token"}]}
     return {"secret": name}
+
+
+def template_secrets(source: str) -> set[str]:
+    """The secret names (uppercased) an expression reads as ``secrets.NAME``."""
+    try:
+        node = parse_expression(source)
+    except ExpressionError:
+        return set()
+    return {
+        str(path[1]).upper()
+        for path in referenced_paths(node)
+        if len(path) == 2 and str(path[0]).lower() == "secrets"
+    }
+
+
+def secret_holders(*values: Mapping[str, Any]) -> dict[str, Any]:
+    """The holder entries (:data:`SECRET_HOLDER_PREFIX`) for the secrets the runtime templates
+    among ``values`` read; the job token (``secrets.GITHUB_TOKEN``) needs none."""
+    names: set[str] = set()
+    for mapping in values:
+        for value in mapping.values():
+            if not isinstance(value, dict) or not isinstance(value.get("template"), list):
+                continue
+            for part in value["template"]:
+                if isinstance(part, dict) and "expr" in part:
+                    names |= template_secrets(str(part["expr"]))
+    names.discard("GITHUB_TOKEN")
+    return {SECRET_HOLDER_PREFIX + name: {"secret": name} for name in sorted(names)}

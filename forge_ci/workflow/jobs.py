@@ -163,7 +163,7 @@ def parse_job(
     )
     env: dict[str, EnvValue] = {}
     if "env" in node:
-        env_scope = scope.narrowed("job env", _JOB_ENV, whole_secret=True)
+        env_scope = scope.narrowed("job env", _JOB_ENV, whole_secret=True, any_secret=True)
         env = parse_env(node["env"], env_scope, checker, problems)
     defaults = RunDefaults()
     if "defaults" in node:

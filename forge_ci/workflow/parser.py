@@ -114,7 +114,7 @@ def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:
     triggers = parse_triggers(root["on"], problems) if "on" in root else Triggers()
     env: dict[str, EnvValue] = {}
     if "env" in root:
-        scope = Scope("workflow env", _WORKFLOW_ENV, whole_secret=True)
+        scope = Scope("workflow env", _WORKFLOW_ENV, whole_secret=True, any_secret=True)
         env = parse_env(root["env"], scope, checker, problems)
     defaults = RunDefaults()
     if "defaults" in root:

@@ -27,7 +27,10 @@ An action step has ``"uses"`` (the reference as written), ``"with"`` (input -> v
 
 A job instance waits for every instance of each job id in ``needs``. Env is merged per step
 (workflow < job < step), and shell and working directory are resolved the same way. Secrets
-appear by name only. ``github.*`` references are still templates here; ``resolve_run_context``
+appear by name only: a whole env value is ``{"secret": NAME}``; a runtime template that reads
+``secrets.NAME`` (in env, run or with) keeps the expression, and the step's env gets the holder
+``_FORGE_CI_EXPR_SECRET_NAME: {"secret": NAME}`` so that the value is delivered for it.
+``github.*`` references are still templates here; ``resolve_run_context``
 fills them in at run creation.
 """
 
@@ -37,11 +40,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
-from forge_ci.workflow.defaults import RunDefaults, working_directory_problem
+from forge_ci.workflow.defaults import RunDefaults, is_posix_shell, working_directory_problem
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
-from forge_ci.workflow.injection import protect_script
+from forge_ci.workflow.injection import protect_script, secret_holders
 from forge_ci.workflow.jobs import Instance, Job
 from forge_ci.workflow.render import PlanValue, render, render_env, static_value
 from forge_ci.workflow.steps import CHECKOUT, Step
@@ -177,6 +180,7 @@ class PlanBuilder:
                 key: render(value, contexts, self._report)
                 for key, value in (step.inputs or {}).items()
             }
+            env.update(secret_holders(env, inputs))
             return {
                 "id": step.id,
                 "generated_id": step.generated_id,
@@ -194,7 +198,15 @@ class PlanBuilder:
         assert step.run is not None
         run, generated = protect_script(render(step.run, contexts, self._report))
         env.update(generated)
+        env.update(secret_holders(env))
         resolved = defaults.under(RunDefaults(step.shell, step.working_directory))
+        if generated and not is_posix_shell(resolved.shell):
+            self._report(
+                step.run,
+                f"run: shell {resolved.shell} cannot read the values forge-ci passes as "
+                "variables (untrusted contexts and secrets); give them to the script through "
+                "env and read them from the environment",
+            )
         return {
             "id": step.id,
             "generated_id": step.generated_id,

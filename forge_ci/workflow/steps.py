@@ -15,7 +15,7 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from forge_ci.protocol import CHECKOUT as CHECKOUT
 from forge_ci.protocol.steps import INPUT_NAME_RE
@@ -50,7 +50,7 @@ STEP_KEYS = (
     "continue-on-error",
     "timeout-minutes",
 )
-CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes", "with")
+CHECKOUT_KEYS = ("id", "name", "uses", "if", "timeout-minutes", "with")
 ACTION_KEYS = (
     "id",
     "name",
@@ -234,7 +234,9 @@ def _step(
     if uses_node is not None:
         uses, action = _uses(uses_node, checker, problems)
         if uses is not None:
-            checkout_inputs = parse_checkout_with(uses, node.get("with"), checker, problems)
+            checkout_inputs = parse_checkout_with(
+                uses, node.get("with"), checker, problems, job_scope
+            )
     for key, _ in node.items:
         written = key.value
         if written in STEP_KEYS:
@@ -251,7 +253,8 @@ def _step(
             problems.at(key, f"'{written}' is not a step key{hint}")
 
     def scope(where: str, contexts: frozenset[str], **flags: bool) -> Scope:
-        return job_scope.narrowed(where, contexts, steps=earlier, **flags)
+        # Every step key may use hashFiles(): the runner evaluates it over the workspace.
+        return job_scope.narrowed(where, contexts, steps=earlier, files=True, **flags)
 
     name: Template | None = None
     # A null name or working-directory means what leaving it out means (GitHub: empty).
@@ -270,7 +273,9 @@ def _step(
     continue_on_error: bool | Template = False
     inputs: dict[str, Template] | None = None
     if action is not None:
-        inputs = _inputs(node, action, scope("with", _STEP_CONTEXTS), checker, problems)
+        inputs = _inputs(
+            node, action, scope("with", _STEP_CONTEXTS, any_secret=True), checker, problems
+        )
     # Every step but the built-in checkout: a refused action's env and if are checked as well,
     # since their problems are independent of the refusal.
     if uses is None:
@@ -278,7 +283,9 @@ def _step(
         if scalar is not None:
             if not scalar.value.strip():
                 problems.at(scalar, "run must not be empty")
-            run = checker.template(scalar, scope("run", _STEP_CONTEXTS, secret_parts=True))
+            run = checker.template(
+                scalar, scope("run", _STEP_CONTEXTS, secret_parts=True, any_secret=True)
+            )
         if "shell" in node:
             step_shell = read_shell(node["shell"], checker, problems)
         if "working-directory" in node and not is_null(node["working-directory"]):
@@ -289,13 +296,8 @@ def _step(
                 scope("working-directory", _STEP_CONTEXTS),
             )
         if "env" in node:
-            env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True)
+            env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True, any_secret=True)
             env = parse_env(node["env"], env_scope, checker, problems)
-        if "if" in node:
-            found = _condition(
-                node["if"], scope("a step's if", _STEP_CONTEXTS, conditions=True), checker, problems
-            )
-            condition = found or condition
         if "continue-on-error" in node:
             value = _continue_on_error(
                 node["continue-on-error"],
@@ -304,6 +306,12 @@ def _step(
                 problems,
             )
             continue_on_error = value if value is not None else False
+    if "if" in node:
+        # The checkout's if too: a skipped checkout leaves the workspace empty, as on GitHub.
+        found = _condition(
+            node["if"], scope("a step's if", _STEP_CONTEXTS, conditions=True), checker, problems
+        )
+        condition = found or condition
     if len(problems) != before:
         return None
     return Step(
@@ -386,7 +394,7 @@ def _inputs(
         scalar = string(value, f"with.{key.value}", problems)
         if scalar is None:
             continue
-        template = checker.template(scalar, scope.narrowed(f"with.{key.value}", scope.contexts))
+        template = checker.template(scalar, replace(scope, where=f"with.{key.value}"))
         if template is not None:
             inputs[key.value] = template
     return inputs

@@ -18,8 +18,8 @@ Contexts forge-ci provides (docs/workflow-syntax.md, "Contexts"):
     job       status; container and services (always empty)
     inputs    the dispatch's inputs ({} for other events)
     vars      repository variables (an empty object until the variable store exists)
-    secrets   as a whole env value (NAME: ${{ secrets.NAME }}) and, in run, as a whole
-              ${{ secrets.NAME }} part (passed through an environment variable)
+    secrets   secrets.NAME in env, run and with values (a whole env value or a whole run
+              part is delivered as it is; any other expression is evaluated by the runner)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 
 from forge_ci.workflow.diagnostics import Problems, did_you_mean
 from forge_ci.workflow.expressions import (
+    FILE_FUNCTIONS,
     MAX_EXPRESSION_LENGTH,
     STATUS_FUNCTIONS,
     ExpressionError,
@@ -119,6 +120,11 @@ class Scope:
     whole_secret: bool = False
     #: In run: each ``${{ secrets.NAME }}`` part is allowed (passed through the environment).
     secret_parts: bool = False
+    #: In env, run and with: any expression may read ``secrets.NAME`` (the runner evaluates it
+    #: with the values delivered to the step).
+    any_secret: bool = False
+    #: A step key: hashFiles() may read the workspace (the runner evaluates it).
+    files: bool = False
     matrix_keys: frozenset[str] | None = None
     needs: frozenset[str] = frozenset()
     steps: frozenset[str] = frozenset()
@@ -131,6 +137,8 @@ class Scope:
             conditions=changes.get("conditions", False),
             whole_secret=changes.get("whole_secret", False),
             secret_parts=changes.get("secret_parts", False),
+            any_secret=changes.get("any_secret", False),
+            files=changes.get("files", False),
             matrix_keys=self.matrix_keys,
             needs=self.needs,
             steps=changes.get("steps", self.steps),
@@ -147,8 +155,10 @@ class Expr:
 
     @property
     def static(self) -> bool:
-        """Fixed per job instance: it reads only matrix and strategy (or nothing)."""
-        return self.contexts <= STATIC_CONTEXTS
+        """Fixed per job instance: it reads only matrix and strategy (or nothing), no files."""
+        if not self.contexts <= STATIC_CONTEXTS:
+            return False
+        return not {name.lower() for name in called_functions(self.node)} & FILE_FUNCTIONS
 
 
 @dataclass(frozen=True)
@@ -323,6 +333,13 @@ class ExpressionChecker:
         for name in sorted(called_functions(expr.node)):
             if name.lower() in STATUS_FUNCTIONS and not scope.conditions:
                 self._error(scalar, offset, f"{name}() can only be used in an if condition")
+            if name.lower() in FILE_FUNCTIONS and not scope.files:
+                self._error(
+                    scalar,
+                    offset,
+                    f"{name}() reads the job's workspace, so only step keys can use it "
+                    f"(not {where})",
+                )
         for context in sorted(expr.contexts):
             if context == "secrets":
                 self._check_secret(expr, scalar, offset, scope, whole)
@@ -341,12 +358,27 @@ class ExpressionChecker:
     ) -> None:
         if (scope.whole_secret and whole or scope.secret_parts) and _SECRET_REF.match(expr.source):
             return
+        if scope.any_secret:
+            for path in referenced_paths(expr.node):
+                if path[0].lower() != "secrets":
+                    continue
+                if len(path) != 2:
+                    written = ".".join(path)
+                    self._error(
+                        scalar,
+                        offset,
+                        f"name one secret, like secrets.NAME, not {written} ({scope.where})",
+                    )
+                    continue
+                problem = secret_name_problem(path[1])
+                if problem:
+                    self._error(scalar, offset, problem)
+            return
         self._error(
             scalar,
             offset,
-            "secrets can only be used as a whole env value, like NAME: ${{ secrets.NAME }}"
-            + (", or as a whole ${{ secrets.NAME }} in run" if scope.secret_parts else "")
-            + ("" if scope.whole_secret or scope.secret_parts else f" (not in {scope.where})"),
+            "secrets can only be used in env, run and with values, like "
+            f"NAME: ${{{{ secrets.NAME }}}} (not in {scope.where})",
         )
 
     def secret(self, template: Template) -> SecretRef | None:
@@ -355,7 +387,8 @@ class ExpressionChecker:
         if whole is None or "secrets" not in whole.contexts:
             return None
         match = _SECRET_REF.match(whole.source)
-        assert match is not None  # _check_secret accepted only this shape
+        if match is None:
+            return None  # another expression over secrets: the runner evaluates it
         name = match.group(1)
         problem = secret_name_problem(name)
         if problem:

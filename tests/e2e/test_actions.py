@@ -8,6 +8,7 @@ Upstream sources stay off (``none``, forge_ci_testing): everything comes from th
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 
 import pytest
@@ -214,3 +215,79 @@ def test_a_moved_tag_changes_neither_the_run_nor_its_rerun(mirrored: Forge) -> N
     fresh = forge.wait_run(repository, 3, timeout=300)
     assert fresh.conclusion == "success", forge.diagnose(repository, 3)
     assert "greet v2 says hello to forge" in forge.logs(repository, 3)["greet"]
+
+
+TIDY_MAIN = """\
+const fs = require('fs');
+const path = require('path');
+const seen = fs.readFileSync(path.join(__dirname, 'hostname'), 'utf8').trim();
+console.log(`through the link: ${seen}`);
+fs.appendFileSync(process.env.GITHUB_STATE, 'started=yes\\n');
+"""
+TIDY_POST = "console.log(`post after cancel: started=${process.env.STATE_started}`);\n"
+
+
+def test_post_steps_run_after_a_cancellation_and_links_stay_links(mirrored: Forge) -> None:
+    """Cancelled mid-step: the running step is stopped, then the actions' post steps run as on
+    GitHub (an own action's default ``always()`` post prints its saved state; setup-python's
+    ``post-if: success()`` is skipped). The own action's tree holds links: its post script is a
+    link inside the tree, and a link to /etc/hostname reads the job container's file."""
+    forge = mirrored
+    forge.ensure_provider()
+    client = forge.git_client
+    action = forge.repository("tidy")
+    work = client.home / "tidy-action"
+    client.git("init", "-q", "-b", "main", str(work))
+    (work / "lib").mkdir()
+    (work / "action.yml").write_text(
+        "name: Tidy\nruns:\n  using: node20\n  main: main.js\n  post: post.js\n"
+    )
+    (work / "main.js").write_text(TIDY_MAIN)
+    (work / "lib" / "post.js").write_text(TIDY_POST)
+    (work / "post.js").symlink_to("lib/post.js")
+    (work / "hostname").symlink_to("/etc/hostname")
+    client.git("add", "-A", cwd=work)
+    client.git("commit", "-q", "-m", "tidy", cwd=work)
+    client.git("tag", "v1", cwd=work)
+    client.git("push", "-q", client.url(f"{action}.git"), "main", "v1", cwd=work)
+
+    repository = forge.repository("cancel-post")
+    jobs = f"""\
+  long:
+    runs-on: {LINUX}
+    steps:
+      - id: py
+        uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - id: tidy
+        uses: {action}@v1
+      - id: wait
+        run: echo "waiting for cancellation"; sleep 300
+"""
+    forge.push(repository, {".github/workflows/ci.yml": workflow(jobs)})
+    wait_for(
+        "the step to be running",
+        lambda: "waiting for cancellation" in forge.logs(repository).get("long", ""),
+        180,
+        0.2,
+    )
+    from forge_ci.authz import Actor
+    from forge_ci.runs.cancel import cancel_run
+
+    assert forge.database is not None
+    with forge.database.session() as session:
+        cancel_run(session, Actor.operator(), repository, 1)
+        session.commit()
+    view = forge.wait_run(repository, timeout=60)
+
+    assert forge.conclusions(view) == {"long": "cancelled"}
+    log = forge.logs(repository)["long"]
+    assert "post after cancel: started=yes" in log, log[-3000:]
+    seen = {s.step_id: s.conclusion for s in forge.attempts(repository)["long"].steps}
+    assert seen["wait"] == "cancelled"
+    assert seen["post-tidy"] == "success"
+    assert seen["post-py"] == "skipped"  # post-if: success()
+    # The link resolved in the container (its hostname is the container's), not on the host.
+    (shown,) = [line for line in log.splitlines() if "through the link: " in line]
+    assert shown.split("through the link: ")[1].strip() not in ("", socket.gethostname())

@@ -117,3 +117,28 @@ def test_action_sources(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigurationError, match=message):
             load_settings(env={**base, "FORGE_CI_ACTION_SOURCES": value})
+
+
+def test_provider_egress(tmp_path: Path) -> None:
+    base = {"FORGE_CI_DATA_DIR": str(tmp_path)}
+    default = load_settings(env=base)
+    assert (default.provider_egress, default.provider_egress_allow) == ("public", ())
+    listed = load_settings(
+        env={
+            **base,
+            "FORGE_CI_PROVIDER_EGRESS": "allow-list",
+            "FORGE_CI_PROVIDER_EGRESS_ALLOW": "pypi.org:443, .pythonhosted.org 10.0.0.0/8:3141",
+        }
+    )
+    assert listed.provider_egress_allow == ("pypi.org:443", ".pythonhosted.org", "10.0.0.0/8:3141")
+    config = tmp_path / "forge-ci.toml"
+    config.write_text('provider_egress = "allow-list"\nprovider_egress_allow = ["pypi.org"]\n')
+    assert load_settings(env=base).provider_egress_allow == ("pypi.org",)
+    config.unlink()
+    for env, message in (
+        ({"FORGE_CI_PROVIDER_EGRESS": "open"}, "FORGE_CI_PROVIDER_EGRESS.*'open' is not a policy"),
+        ({"FORGE_CI_PROVIDER_EGRESS": "allow-list"}, "at least one --egress-allow"),
+        ({"FORGE_CI_PROVIDER_EGRESS_ALLOW": "10.0.0.1/8"}, "host bits set"),
+    ):
+        with pytest.raises(ConfigurationError, match=message):
+            load_settings(env={**base, **env})

@@ -86,8 +86,17 @@ def test_port_forwarding_is_refused(alice: paramiko.Transport) -> None:
         alice.request_port_forward("127.0.0.1", 0)
 
 
-def test_only_git_commands_run(alice: paramiko.Transport) -> None:
+def test_only_git_and_forge_ci_commands_run(
+    alice: paramiko.Transport, server: SshServer, keys: dict[str, Path]
+) -> None:
     status, out, err = run(alice, "ls /; echo hacked")
+    assert status == 2 and out == b""
+    assert err.startswith(b"forge-ci: unknown command 'ls'")
+    again = connect(server.address[1], keys["alice"])
+    try:
+        status, out, err = run(again, "git-upload-archive 'alice/demo.git'")
+    finally:
+        again.close()
     assert status == 2 and out == b""
     assert b"only git-upload-pack and git-receive-pack are served here" in err
 

@@ -135,3 +135,19 @@ def test_anonymous_visitors_are_sent_to_login_and_forged_forms_refused(
     forged = sam.client.post(PAGE, data={"name": "x1", "labels": "self-hosted,linux"})
     assert forged.status_code == 400
     assert _provider(database, "x1") is None
+
+
+def test_the_page_shows_the_egress_policy_each_provider_reported(
+    as_person, database: Database
+) -> None:  # type: ignore[no-untyped-def]
+    sam = as_person("sam")
+    assert _create(sam).status_code == 201
+    assert "not reported yet" in sam.get(PAGE).get_data(as_text=True)
+    with database.session() as session:
+        provider = session.scalar(select(Provider).where(Provider.name == "docker-1"))
+        assert provider is not None
+        provider.egress_policy = "allow-list: pypi.org:443, <10.0.0.0/8>; loopback ... denied"
+        session.commit()
+    body = sam.get(PAGE).get_data(as_text=True)
+    assert 'class="egress-policy">allow-list: pypi.org:443, &lt;10.0.0.0/8&gt;; loopback' in body
+    assert "not reported yet" not in body

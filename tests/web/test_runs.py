@@ -231,3 +231,41 @@ def test_a_run_page_looks_its_repository_up_once(
     assert response.status_code == 200, response.get_data(as_text=True)
     lookups = [s for s in statements if "FROM repositories JOIN users" in " ".join(s.split())]
     assert len(lookups) == 1, lookups
+
+
+def test_the_job_page_sums_up_the_jobs_network_use(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    pipelines: Pipelines,
+) -> None:
+    from forge_ci.protocol import EgressRecord, EgressRequest
+
+    lint = standard.lint
+    page = f"{RUN}/jobs/{standard.jobs['lint']}"
+    assert "egress-summary" not in as_person("rita").get(page).get_data(as_text=True)
+
+    def record(sequence: int, host: str, port: int, allowed: bool, reason: str) -> EgressRecord:
+        return EgressRecord(
+            sequence, 1_800_000_000_000, "CONNECT", host, port, host, allowed, False, reason,
+            "", 10, 2048, 5,
+        )  # fmt: skip
+
+    records = [
+        record(1, "pypi.org", 443, True, "a public address"),
+        record(2, "pypi.org", 443, True, "a public address"),
+        record(3, "<b>x</b>.example", 443, True, "a public address"),
+        record(4, "10.0.0.5", 6379, False, "10.0.0.5 is private (RFC 1918): always denied"),
+    ]
+    assert pipelines.provider_token is not None
+    pipelines.coordinator.egress(
+        pipelines.provider_token, lint.attempt_id, EgressRequest(lint.token, records)
+    )
+    body = as_person("rita").get(page).get_data(as_text=True)
+    assert (
+        "Network: 3 connections to pypi.org:443, &lt;b&gt;x&lt;/b&gt;.example:443,"
+        " 1 denied to 10.0.0.5:6379" in body
+    )
+    assert "<b>x</b>" not in body
+    assert "10.0.0.5 is private (RFC 1918): always denied" in body
+    # Another repository's reader sees none of it (the page is a 404).
+    assert as_person("otto").get(page).status_code == 404

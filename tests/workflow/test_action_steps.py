@@ -59,6 +59,24 @@ def test_with_values_keep_runtime_expressions(plan_of: PlanOf) -> None:
     assert step["continue_on_error"] == {"expr": "github.event_name == 'push'"}
 
 
+def test_with_values_read_secrets_by_name_through_holders(plan_of: PlanOf) -> None:
+    text = steps(
+        "uses: o/r@v1\nwith:\n  token: ${{ secrets.PAT || secrets.GITHUB_TOKEN }}\n"
+        "  key: k-${{ secrets.key }}-${{ hashFiles('**/lock') }}\nenv:\n  A: ${{ secrets.A }}",
+    )
+    step = plan_steps(plan_of(text))[0]
+    assert step["with"] == {
+        "token": {"template": [{"expr": "secrets.PAT || secrets.GITHUB_TOKEN"}]},
+        "key": {"template": ["k-", {"expr": "secrets.key"}, "-", {"expr": "hashFiles('**/lock')"}]},
+    }
+    # The values are asked for by these names; the plan never holds one.
+    assert step["env"] == {
+        "A": {"secret": "A"},
+        "_FORGE_CI_EXPR_SECRET_KEY": {"secret": "KEY"},
+        "_FORGE_CI_EXPR_SECRET_PAT": {"secret": "PAT"},
+    }
+
+
 def test_with_matrix_values_are_filled_in(plan_of: PlanOf) -> None:
     text = steps("uses: actions/setup-node@v4\nwith:\n  node-version: ${{ matrix.node }}")
     text = text.replace(

@@ -17,6 +17,12 @@ Two changes of the same errors are intended and allowed for:
 * ``uses: OWNER/REPO@REF`` actions are accepted since issue #15: the old refusal of a reference
   that is valid now is gone, and a reference that is still refused (``docker://``, bad syntax)
   is refused at the same position with the new reason.
+* ``hashFiles()`` is evaluated by the runner in step keys (issue #16): those refusals are gone;
+  in job keys it is refused on the same line with the new wording.
+* secrets may be read by any expression of an env, run or with value (issue #16): those
+  refusals are gone; elsewhere the refusal is reworded on the same line.
+* GitHub's shells and ``{0}`` shell templates, and an ``if`` on the checkout, are accepted
+  (issue #16).
 * issue #16's contexts: the refusals of contexts and fields forge-ci now provides are gone
   (``_NOW_SUPPORTED``); a github field that is still unknown is named with the new field list.
 
@@ -39,6 +45,7 @@ from corpus_errors import corpus_diagnostics
 
 from forge_ci.protocol.envnames import RUNNER_GITHUB_VARIABLES
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
+from forge_ci.workflow.defaults import SHELLS
 from forge_ci.workflow.triggers import EVENTS
 
 BEFORE_FILE = Path(__file__).parent / "data" / "corpus_errors_before.json"
@@ -162,7 +169,16 @@ TRANSITIONS: list[tuple[str, str, str | None]] = [
     (r"contents must be read or none, not (.*)", "reworded", r"contents must be read, write or "),
     (r"permissions: .* is not supported; use .*", "reworded", r"permissions must be read-all, "),
     (r"'(\w+)' is not a pull_request type.*", "reworded", r"'\1' is not a pull_request type"),
+    # hashFiles() (issue #16): the runner evaluates it in step keys; elsewhere a sharper refusal.
+    (r"invalid expression in (.*): hashFiles\(\) is not supported by forge-ci: .*", "files", None),
+    # Secrets in any env, run or with expression (issue #16); elsewhere reworded on that line.
+    (r"secrets can only be used as a whole env value, like NAME: \S+ \S+ \S+(.*)", "secrets", None),
+    # GitHub's shells and {0} templates (issue #16); other shells keep a (longer) refusal.
+    (r"shell '(.*)' is not supported; use bash or sh", "shells", None),
+    (r"the built-in checkout step cannot have 'if'", "accepted", None),
 ]
+#: Where hashFiles() is evaluated (the step keys; GitHub's availability table).
+_STEP_KEYS = re.compile(r"run|a step name|a step's if|step env|continue-on-error|with\..*")
 
 
 def _transition(message: str) -> tuple[str, str | None] | None:
@@ -176,6 +192,20 @@ def _transition(message: str) -> tuple[str, str | None] | None:
             if name.upper() in RUNNER_GITHUB_VARIABLES:
                 return "reworded", re.escape(f"{name} is set by the runner")
             return "accepted", None
+        if kind == "files":
+            if _STEP_KEYS.fullmatch(match.group(1)):
+                return "accepted", None
+            where = re.escape(match.group(1))
+            return "line", rf"hashFiles\(\) reads the job's workspace, .*\(not {where}\)"
+        if kind == "secrets":
+            where = re.fullmatch(r" \(not in (.*)\)", match.group(1))
+            if where is None or re.fullmatch(r"run|with\..*|.*env", where.group(1)):
+                return "accepted", None
+            return "line", r"secrets can only be used in env, run and with values"
+        if kind == "shells":
+            if match.group(1).lower() in SHELLS or "{0}" in match.group(1):
+                return "accepted", None
+            return "reworded", re.escape(f"shell '{match.group(1)}' is not supported; use bash, ")
         if kind == "notice" and pattern.startswith("the '") and match.group(1) in EVENTS:
             return "accepted", None  # an event forge-ci has learnt to fire since
         if result is None:
@@ -195,10 +225,13 @@ def _became(error: str, now: list[str], notices: list[str], source: list[str]) -
     if kind == "accepted":
         return kind
     assert pattern is not None
-    if kind == "reworded":
+    if kind in ("reworded", "line"):
         found = [_split(c) for c in now]
-        ok = any((at, c) == (line, column) and re.match(pattern, m) for at, c, m in found)
-        return kind if ok else None
+        ok = any(
+            (at, c if kind == "reworded" else column) == (line, column) and re.match(pattern, m)
+            for at, c, m in found
+        )
+        return "reworded" if ok else None
     # A notice is given once per file (once per run): the first place that asks for it.
     if any(re.search(pattern, _split(n)[2]) for n in notices):
         return "notice"

@@ -142,18 +142,44 @@ def test_public_value_replaces_a_secret_of_an_outer_scope(plan_of: PlanOf) -> No
 
 
 @pytest.mark.parametrize(
+    ("text_env", "value", "holders"),
+    [
+        ("  T: prefix-${{ secrets.X }}\n", ["prefix-", {"expr": "secrets.X"}], ["X"]),
+        (
+            "  T: ${{ secrets.X }}${{ secrets.y }}\n",
+            [{"expr": "secrets.X"}, {"expr": "secrets.y"}],
+            ["X", "Y"],
+        ),
+        (
+            "  T: ${{ format('{0}', secrets.X) }}\n",
+            [{"expr": "format('{0}', secrets.X)"}],
+            ["X"],
+        ),
+        ("  T: ${{ secrets['X'] }}\n", [{"expr": "secrets['X']"}], ["X"]),
+        (
+            "  T: ${{ secrets.PAT || secrets.GITHUB_TOKEN }}\n",
+            [{"expr": "secrets.PAT || secrets.GITHUB_TOKEN"}],
+            ["PAT"],  # the job token is no stored secret
+        ),
+    ],
+)
+def test_expressions_over_secrets_keep_names_and_hold_the_values(
+    plan_of: PlanOf, text_env: str, value: list[Any], holders: list[str]
+) -> None:
+    env = step_env(plan_of(workflow(step_env=text_env)))
+    assert env.pop("T") == {"template": value}
+    assert env == {f"_FORGE_CI_EXPR_SECRET_{name}": {"secret": name} for name in holders}
+
+
+@pytest.mark.parametrize(
     ("text_env", "reason"),
     [
-        ("  T: prefix-${{ secrets.X }}\n", "secrets can only be used as a whole env value"),
-        (
-            "  T: ${{ secrets.X }}${{ secrets.Y }}\n",
-            "secrets can only be used as a whole env value",
-        ),
-        ("  T: ${{ format('{0}', secrets.X) }}\n", "secrets can only be used as a whole env value"),
-        ("  T: ${{ secrets['X'] }}\n", "secrets can only be used as a whole env value"),
-        ("  T: ${{ secrets }}\n", "secrets can only be used as a whole env value"),
+        ("  T: ${{ secrets }}\n", "name one secret, like secrets.NAME, not secrets (step env)"),
+        ("  T: ${{ toJSON(secrets) }}\n", "name one secret, like secrets.NAME, not secrets"),
+        ("  T: ${{ secrets[github.sha] }}\n", "name one secret, like secrets.NAME, not secrets"),
+        ("  T: ${{ secrets.A.b }}\n", "name one secret, like secrets.NAME, not secrets.A.b"),
         ("  T: ${{ secrets.GITHUB_APP }}\n", "uses the reserved prefix GITHUB_"),
-        ("  T: ${{ secrets.FORGE_CI_X }}\n", "uses the reserved prefix FORGE_CI_"),
+        ("  T: x${{ secrets.FORGE_CI_X }}\n", "uses the reserved prefix FORGE_CI_"),
     ],
 )
 def test_refused_secret_uses_in_env(refuse: Refuse, text_env: str, reason: str) -> None:
@@ -165,11 +191,16 @@ def test_github_token_is_the_job_token_not_a_stored_secret(plan_of: PlanOf) -> N
     assert step_env(plan) == {"T": {"template": [{"expr": "github.token"}]}}
 
 
-def test_secrets_are_refused_outside_env(refuse: Refuse) -> None:
-    diagnostics = refuse(workflow(run="echo ${{ secrets.X || 'none' }}"))
-    assert (
-        "secrets can only be used as a whole env value, like NAME: ${{ secrets.NAME }}, "
-        "or as a whole ${{ secrets.NAME }} in run" in messages(diagnostics)
-    )
+def test_secrets_in_run_expressions_become_variables_and_are_refused_elsewhere(
+    plan_of: PlanOf, refuse: Refuse
+) -> None:
+    env = step_env(plan_of(workflow(run="echo ${{ secrets.X || 'none' }}")))
+    assert env == {
+        "_FORGE_CI_EXPR_1": {"template": [{"expr": "secrets.X || 'none'"}]},
+        "_FORGE_CI_EXPR_SECRET_X": {"secret": "X"},
+    }
     text = workflow().replace("      - run: echo hi", "      - run: echo hi\n        if: secrets.X")
-    assert "(not in a step's if)" in messages(refuse(text))
+    assert (
+        "secrets can only be used in env, run and with values, like NAME: ${{ secrets.NAME }} "
+        "(not in a step's if)" in messages(refuse(text))
+    )

@@ -88,6 +88,10 @@ def workflow(**values: str) -> str:
         ("workflow_env", "${{ inputs.x }}-${{ vars.Y }}-${{ github.event.ref }}"),
         ("job_if", "inputs.deploy && vars.ENABLED == 'yes' && github.ref_type == 'branch'"),
         ("step_if", "runner.os == 'Linux' && env.X == 'a' && job.status == 'success'"),
+        ("run", "echo ${{ hashFiles('**/x') }}"),
+        ("step_if", "hashFiles('**/requirements.txt', '!vendor/**') != ''"),
+        ("step_env", "${{ hashFiles('a', 'b') }}-${{ matrix.os }}"),
+        ("step_name", "lock ${{ hashFiles('**/*.lock') }}"),
     ],
 )
 def test_allowed_uses(accept: Accept, key: str, value: str) -> None:
@@ -147,7 +151,16 @@ def test_allowed_uses(accept: Accept, key: str, value: str) -> None:
             'github.refname is not available; did you mean "ref_name"?',
         ),
         ("run", "echo ${{ toJSON(github) }}", "use one github field"),
-        ("run", "echo ${{ hashFiles('**/x') }}", "hashFiles() is not supported by forge-ci"),
+        (
+            "job_env",
+            "${{ hashFiles('**/x') }}",
+            "hashFiles() reads the job's workspace, so only step keys can use it (not job env)",
+        ),
+        (
+            "job_if",
+            "hashFiles('x') != ''",
+            "hashFiles() reads the job's workspace, so only step keys can use it (not a job's if)",
+        ),
         ("run", "echo ${{ nope(1) }}", "Unrecognized function: 'nope'"),
         ("run", "echo ${{ github.sha", "The expression is not closed"),
         ("run", "echo ${{ }}", "An expression was expected"),

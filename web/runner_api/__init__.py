@@ -18,6 +18,8 @@ and maps refusals to statuses with a stable ``code``::
     POST attempts/<id>/source.bundle  attempt credential    -> application/x-git-bundle (running
                                                                only; the checkout step's history)
     POST attempts/<id>/actions/<n>.tar  attempt credential  -> application/x-tar (running only)
+    POST attempts/<id>/egress         provider credential   -> {"stored": n} (its proxy's audit;
+                                                               never relayed for a job)
 
 Register it with :func:`register_runner_api`. Claims long-poll: serve with threads (gunicorn
 ``gthread`` workers, ``threaded=True`` for the development server); the coordinator lets at
@@ -212,6 +214,17 @@ def action_archive(attempt_id: str, index: str) -> Response:
     parsed = _body("source")
     archive, _ = _coordinator().action_source(token, number, int(index), parsed)
     return _file_response(archive, "application/x-tar")
+
+
+@blueprint.post("/attempts/<attempt_id>/egress")
+@_api
+def egress(attempt_id: str) -> Response:
+    """The provider's egress proxy records for one of its attempts (provider credential)."""
+    number = protocol.parse_decimal(attempt_id, "attempt id", positive=True)
+    token = _token()
+    parsed = _body("egress")
+    stored = _coordinator().egress(token, number, parsed)
+    return _json({"version": protocol.PROTOCOL_VERSION, "stored": stored})
 
 
 @blueprint.post("/attempts/<attempt_id>/<action>")

@@ -15,6 +15,7 @@ from werkzeug.wrappers import Response
 from forge_ci import states
 from forge_ci.authz import Role
 from forge_ci.coordinator.blockers import Blocker, queue_blockers_in
+from forge_ci.coordinator.egress import EgressSummary, attempt_egress_in
 from forge_ci.runs.cancel import cancel_run
 from forge_ci.runs.details import JobDetail, RunDetails, run_details_in
 from forge_ci.runs.reports import run_reports
@@ -164,8 +165,11 @@ def job(owner: str, name: str, number: int, job_id: int) -> str:
         abort(404)
     attempt = selected.latest_attempt
     log: LogSnapshot | None = None
+    network: EgressSummary | None = None
     if attempt is not None:
-        log = log_snapshot(db(), request_repository(owner, name), number, attempt.id)
+        access = request_repository(owner, name)
+        log = log_snapshot(db(), access, number, attempt.id)
+        network = attempt_egress_in(db(), access, number, attempt.id)
     step = request.args.get("step", "")
     if step and step not in {s.step_id for s in selected.steps}:
         step = ""
@@ -176,6 +180,7 @@ def job(owner: str, name: str, number: int, job_id: int) -> str:
         selected=selected,
         attempt=attempt,
         log=log,
+        network=network,
         step=step,
         log_note=note,
         lost_note=lost_note(selected),

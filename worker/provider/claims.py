@@ -79,9 +79,15 @@ class ClaimClient:
     connection)."""
 
     def __init__(
-        self, server: Server, token: str, wait_seconds: float = CLAIM_WAIT_SECONDS
+        self,
+        server: Server,
+        token: str,
+        wait_seconds: float = CLAIM_WAIT_SECONDS,
+        egress_policy: str = "",
     ) -> None:
         self.server = server
+        #: Reported with every claim, for the admin page.
+        self.egress_policy = egress_policy
         self._token = token
         self.wait_seconds = wait_seconds
         self._lock = threading.Lock()
@@ -127,7 +133,14 @@ class ClaimClient:
 
     def _once(self, record: ClaimRecord) -> Assignment | None:
         payload = protocol.dumps(
-            request_body(ClaimRequest(record.request_id, record.attempt_token, self.wait_seconds))
+            request_body(
+                ClaimRequest(
+                    record.request_id,
+                    record.attempt_token,
+                    self.wait_seconds,
+                    self.egress_policy[: protocol.MAX_EGRESS_POLICY_BYTES // 4],
+                )
+            )
         )
         connection = self.server.connect(self.wait_seconds + ANSWER_MARGIN_SECONDS)
         # Connected before it is registered, and registered only while not stopping: stop()

@@ -2,10 +2,12 @@
 
 ::
 
-    socket dir + relay ──► workspace volume ──► container forge-ci-job-<provider>-<attempt>
+    socket dir + relay (+ egress proxy) ──► workspace volume
+      ──► container forge-ci-job-<provider>-<attempt>
       (stdin: credential and assignment, then EOF) ──► follow stdout/stderr into the log
       ──► wait (job limit + margin; SIGTERM when the provider stops, SIGKILL after a grace)
-      ──► remove the container ──► close the relay ──► remove the socket dir ──► the volume
+      ──► remove the container ──► close the relay and the proxy (its last records go to the
+      server's audit) ──► remove the socket dir ──► the volume
 
 Removal runs after every outcome, including a failed start. Whatever the container did, the
 provider never runs the assignment again: the runner reports to the server itself, and an
@@ -27,11 +29,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from forge_ci import protocol, states
+from forge_ci.egress import EgressPolicy
 from forge_ci.errors import ForgeCIError, Unavailable
 from forge_ci.protocol import (
     API_PREFIX,
     MAX_BODY_BYTES,
     RUNNER_API_SOCKET,
+    RUNNER_EGRESS_SOCKET,
     RUNNER_WORKSPACE,
     Assignment,
     CompleteRequest,
@@ -39,9 +43,16 @@ from forge_ci.protocol import (
     request_body,
 )
 from worker.provider.containers import DockerDriver
+from worker.provider.egress import EgressProxy
+from worker.provider.egress_audit import EgressAudit
 from worker.provider.jobspec import NO_NETWORK, JobContainer, JobContainerSpec
 from worker.provider.relay import Relay
-from worker.provider.socket_dirs import api_socket_path, make_socket_dir, remove_socket_dir
+from worker.provider.socket_dirs import (
+    api_socket_path,
+    egress_socket_path,
+    make_socket_dir,
+    remove_socket_dir,
+)
 from worker.provider.upstream import Server
 
 log = logging.getLogger(__name__)
@@ -100,6 +111,8 @@ class AttemptExecutor:
         sockets_dir: Path,
         *,
         network: str = NO_NETWORK,
+        egress: EgressPolicy | None = None,
+        provider_token: str = "",
         interrupted: Callable[[], bool] = lambda: False,
         wait_margin: float = WAIT_MARGIN_SECONDS,
     ) -> None:
@@ -107,6 +120,9 @@ class AttemptExecutor:
         self.server = server
         self.sockets_dir = sockets_dir
         self.network = network
+        #: None or mode ``none``: no proxy (the job has no way out).
+        self.egress = egress if egress is not None and egress.enabled else None
+        self._provider_token = provider_token
         self.interrupted = interrupted
         self.wait_margin = wait_margin
 
@@ -117,11 +133,16 @@ class AttemptExecutor:
         began = time.monotonic()
         socket_dir: Path | None = None
         relay: Relay | None = None
+        proxy: EgressProxy | None = None
+        audit = EgressAudit(self.server, self._provider_token, attempt_id, credential)
         workspace: str | None = None
         handle: JobContainer | None = None
         try:
             socket_dir = make_socket_dir(self.sockets_dir, str(attempt_id))
             relay = Relay(api_socket_path(socket_dir), self.server, attempt_id).start()
+            if self.egress is not None:
+                proxy = EgressProxy(egress_socket_path(socket_dir), attempt_id, self.egress)
+                proxy.start()
             workspace = self.driver.create_workspace(str(attempt_id))
             stdin = protocol.dumps(
                 RunnerInput(
@@ -129,6 +150,7 @@ class AttemptExecutor:
                     api_socket=RUNNER_API_SOCKET,
                     workspace=RUNNER_WORKSPACE,
                     assignment=assignment,
+                    egress_socket=RUNNER_EGRESS_SOCKET if proxy is not None else "",
                 ).to_json()
             )
             spec = JobContainerSpec(
@@ -146,11 +168,18 @@ class AttemptExecutor:
                 handle.name,
                 outcome.timings["started"],
             )
-            self._follow(assignment, handle, outcome)
+            self._follow(assignment, handle, outcome, lambda: _audit(proxy, audit))
         except (ForgeCIError, OSError, TimeoutError) as exc:
             outcome.error = str(exc) or type(exc).__name__
             log.error("attempt %s: %s", attempt_id, outcome.error)
         finally:
+            if proxy is not None:
+                proxy.close()
+                audit.add(proxy.take_records())
+                for _ in range(3):
+                    if audit.flush():
+                        break
+                    time.sleep(1.0)
             outcome.cleanup_error = self._clean_up(attempt_id, handle, relay, socket_dir, workspace)
             outcome.timings["total"] = time.monotonic() - began
         if handle is None and outcome.error:
@@ -161,7 +190,13 @@ class AttemptExecutor:
 
     # -- following the container ----------------------------------------------------------------
 
-    def _follow(self, assignment: Assignment, handle: JobContainer, outcome: Outcome) -> None:
+    def _follow(
+        self,
+        assignment: Assignment,
+        handle: JobContainer,
+        outcome: Outcome,
+        tick: Callable[[], None] = lambda: None,
+    ) -> None:
         readers = [
             threading.Thread(
                 target=self._read_output,
@@ -190,6 +225,7 @@ class AttemptExecutor:
                     raise
                 log.warning("attempt %s: %s; asking again", handle.attempt_id, exc)
                 time.sleep(1.0)
+            tick()
             now = time.monotonic()
             if interrupted_at is None and self.interrupted():
                 interrupted_at = now
@@ -286,6 +322,14 @@ class AttemptExecutor:
             return "; ".join(failures)
         log.info("attempt %s: container and workspace removed", attempt_id)
         return ""
+
+
+def _audit(proxy: EgressProxy | None, audit: EgressAudit) -> None:
+    """While the job runs: the proxy's new records to the server (a denial shows at once)."""
+    if proxy is not None:
+        audit.add(proxy.take_records())
+        if audit.pending:
+            audit.flush(timeout=5.0)
 
 
 def report_failed_start(server: Server, attempt_id: int, credential: str) -> bool:

@@ -27,13 +27,12 @@ import http.client
 import logging
 import re
 import socket
-import threading
 import time
 from pathlib import Path
 
 from forge_ci import protocol
 from forge_ci.protocol import API_PREFIX, BODY_READ_DEADLINE_SECONDS, MAX_BODY_BYTES
-from worker.provider.socket_dirs import allow_job_connect
+from worker.provider.socket_server import AttemptSocketServer
 from worker.provider.upstream import Server
 
 log = logging.getLogger(__name__)
@@ -79,102 +78,34 @@ class _Refusal(Exception):
         self.message = message
 
 
-class Relay:
+class Relay(AttemptSocketServer):
     """Serves one attempt's socket until :meth:`close`."""
 
+    kind = "relay"
+
     def __init__(self, socket_path: Path, server: Server, attempt_id: int) -> None:
-        self.socket_path = socket_path
+        super().__init__(socket_path, attempt_id, MAX_CONNECTIONS)
         self.server = server
-        self.attempt_id = attempt_id
         self._allowed = {f"{API_PREFIX}/attempts/{attempt_id}/{action}" for action in ACTIONS}
-        self._listener: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._closed = threading.Event()
-        self._handlers: set[threading.Thread] = set()
-        self._lock = threading.Lock()
         self.forwarded = 0
         self.refused = 0
 
-    def start(self) -> Relay:
-        """Bind the socket, let the job's user connect, and start accepting."""
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(str(self.socket_path))
-            allow_job_connect(self.socket_path)
-            listener.listen(MAX_CONNECTIONS)
-        except BaseException:
-            listener.close()
-            raise
-        self._listener = listener
-        self._thread = threading.Thread(
-            target=self._accept, name=f"relay-{self.attempt_id}", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop accepting and wait (bounded) for requests in flight."""
-        self._closed.set()
-        if self._listener is not None:
-            try:
-                self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._listener.close()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            handlers = list(self._handlers)
-        for handler in handlers:
-            handler.join(max(0.0, deadline - time.monotonic()))
-
-    def __enter__(self) -> Relay:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- connections --------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            if not self._slots.acquire(blocking=False):
-                self._answer_error(conn, 503, "relay_busy", "too many connections at once")
-                conn.close()
-                continue
-            handler = threading.Thread(
-                target=self._handle, args=(conn,), name=f"relay-{self.attempt_id}", daemon=True
-            )
-            with self._lock:
-                self._handlers.add(handler)
-            handler.start()
+    def _busy(self, conn: socket.socket) -> None:
+        self._answer_error(conn, 503, "relay_busy", "too many connections at once")
 
     def _handle(self, conn: socket.socket) -> None:
         try:
-            with conn:
-                try:
-                    path, headers, body = self._read_request(conn)
-                except _Refusal as refusal:
-                    self.refused += 1
-                    log.warning(
-                        "attempt %s: relay refused a request: %s", self.attempt_id, refusal.message
-                    )
-                    self._answer_error(conn, refusal.status, refusal.code, refusal.message)
-                    return
-                except (OSError, TimeoutError):
-                    return
-                self._forward(conn, path, headers, body)
-        finally:
-            self._slots.release()
-            with self._lock:
-                self._handlers.discard(threading.current_thread())
+            path, headers, body = self._read_request(conn)
+        except _Refusal as refusal:
+            self.refused += 1
+            log.warning("attempt %s: relay refused a request: %s", self.attempt_id, refusal.message)
+            self._answer_error(conn, refusal.status, refusal.code, refusal.message)
+            return
+        except (OSError, TimeoutError):
+            return
+        self._forward(conn, path, headers, body)
 
     def _read_request(self, conn: socket.socket) -> tuple[str, dict[str, str], bytes]:
         deadline = time.monotonic() + BODY_READ_DEADLINE_SECONDS

@@ -23,10 +23,11 @@ import logging
 import os
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from forge_ci import states
+from forge_ci.egress import EgressPolicy
 from forge_ci.errors import ConfigurationError, ForgeCIError
 from worker.provider.claims import (
     CLAIM_WAIT_SECONDS,
@@ -37,6 +38,7 @@ from worker.provider.claims import (
     Stopped,
 )
 from worker.provider.containers import DockerDriver
+from worker.provider.egress_audit import own_addresses
 from worker.provider.execution import AttemptExecutor
 from worker.provider.jobspec import NO_NETWORK, JobLimits
 from worker.provider.socket_dirs import remove_socket_dir
@@ -64,6 +66,8 @@ class ProviderConfig:
     runner_image: str
     slots: int = 1
     egress_network: str | None = None
+    #: What jobs may reach through the per-attempt proxy (the default: public addresses).
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
     limits: JobLimits | None = None
     docker_url: str | None = None
     claim_wait: float = CLAIM_WAIT_SECONDS
@@ -71,6 +75,11 @@ class ProviderConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.slots <= MAX_SLOTS:
             raise ConfigurationError(f"--slots must be between 1 and {MAX_SLOTS}")
+        if self.egress_network is not None and self.egress.enabled:
+            raise ConfigurationError(
+                "--egress-network gives jobs a real network interface, where no egress policy"
+                " applies; pass --egress none with it (or drop it: the proxy is the default)"
+            )
 
     def __repr__(self) -> str:  # never show the token
         return f"ProviderConfig(server={self.server.origin!r}, slots={self.slots})"
@@ -82,7 +91,10 @@ class ProviderService:
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
         self.state = ProviderState(config.state_dir)
-        self.claims = ClaimClient(config.server, config.token, config.claim_wait)
+        self.claims = ClaimClient(
+            config.server, config.token, config.claim_wait, config.egress.describe()
+        )
+        self.egress = config.egress
         self.provider_id = ""
         self._lock_fd: int | None = None
         self._replays: queue.SimpleQueue[ClaimRecord] = queue.SimpleQueue()
@@ -110,6 +122,8 @@ class ProviderService:
         self.state.prepare()
         self._lock_fd = self.state.lock()
         self.provider_id = self.state.provider_id()
+        if self.egress.enabled:
+            self.egress = self.egress.with_own_addresses(own_addresses(self.config.server))
         with self._driver() as driver:
             driver.ping()
             if not driver.image_exists():
@@ -142,12 +156,13 @@ class ProviderService:
         for record in uncertain:
             self.state.forget(record)
         log.info(
-            "provider %s ready: server %s, image %s, %d slot(s), network %s",
+            "provider %s ready: server %s, image %s, %d slot(s), network %s, egress %s",
             self.provider_id,
             self.config.server.origin,
             self.config.runner_image,
             self.config.slots,
             self.config.egress_network or NO_NETWORK,
+            self.egress.describe(),
         )
 
     # -- running ------------------------------------------------------------------------------
@@ -203,6 +218,8 @@ class ProviderService:
             self.config.server,
             self.state.sockets_dir,
             network=self.config.egress_network or NO_NETWORK,
+            egress=self.egress,
+            provider_token=self.config.token,
             interrupted=self._shutting_down.is_set,
         )
         try:

@@ -7,6 +7,7 @@ container (which has no network by default):
     <parent>/               0700, the provider's; host users other than it see nothing below
       <attempt_id>/         mounted at /run/forge-ci; holds nothing but sockets
         api.sock            bound by the provider; the job connects as UID/GID 10001
+        egress.sock         the egress proxy (when the provider's policy allows egress)
 
 The job runs as UID/GID 10001, so it needs search permission on the directory and write
 permission on the socket. Who grants them depends on who the provider runs as:
@@ -23,6 +24,7 @@ import stat
 from pathlib import Path
 
 from forge_ci.errors import Conflict, InvalidInput
+from forge_ci.protocol import RUNNER_EGRESS_SOCKET_NAME
 from worker.provider.jobspec import API_SOCKET_NAME, JOB_GID, JOB_UID, check_id
 
 
@@ -51,6 +53,11 @@ def make_socket_dir(parent: Path, attempt_id: str) -> Path:
 def api_socket_path(socket_dir: Path) -> Path:
     """Where the provider binds the runner API socket inside ``socket_dir``."""
     return socket_dir / API_SOCKET_NAME
+
+
+def egress_socket_path(socket_dir: Path) -> Path:
+    """Where the provider binds the egress proxy's socket inside ``socket_dir``."""
+    return socket_dir / RUNNER_EGRESS_SOCKET_NAME
 
 
 def allow_job_connect(socket_path: Path) -> None:

@@ -4,7 +4,8 @@ The whole archive is inspected before a single byte is written; anything the run
 create itself refuses all of it:
 
 - it must be a plain (uncompressed) ``tar`` of at most 64 MiB;
-- only regular files and directories: no symbolic or hard links, devices, FIFOs, sparse files;
+- only regular files and directories: no hard links, devices, FIFOs, sparse files, and no
+  symbolic links unless the caller allows them (``links``: action trees, see below);
 - relative names only: no leading ``/``, no ``.`` or ``..`` components, no empty components,
   at most 4096 bytes (255 per component);
 - no ``.git`` at any depth (in any letter case), no ``.home`` or ``.tmp`` at the top (the
@@ -15,6 +16,13 @@ Extraction then walks directories with ``O_NOFOLLOW`` file descriptors and creat
 with ``O_EXCL``, so even a symbolic link planted meanwhile (by a background process of an
 earlier step) cannot redirect a write. Files get mode 0755 when any execute bit was set, else
 0644; directories 0755; owners and times from the archive are ignored.
+
+Symbolic links (action trees only: an action's checked-in links, e.g. setup-python's under
+``__tests__``) are leaves: nothing may be below one, their target is at most 4096 bytes without
+NUL, and they are created last, after every file and directory, so no write of the archive ever
+goes through one. Their target is kept as written, wherever it points: the tree is unpacked in
+the job's container, where a link reaches nothing the job could not read anyway (never a file
+of the host; the server builds the archive from git objects and never follows a link).
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ class Member:
     size: int
     executable: bool
     info: tarfile.TarInfo
+    #: The target of a symbolic link ("" for anything else).
+    link: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,18 @@ def _parts(name: str) -> tuple[str, ...]:
     return parts
 
 
-def inspect_archive(data: bytes) -> list[Member]:
-    """Every member of ``data``, checked; ArchiveRefused for the first rule broken."""
+def _link_target(info: tarfile.TarInfo, shown: str) -> str:
+    target = info.linkname
+    if not target or "\x00" in target or len(os.fsencode(target)) > MAX_PATH_BYTES:
+        raise ArchiveRefused(
+            f"{shown}: a symbolic link needs a target of 1 to {MAX_PATH_BYTES} bytes without NUL"
+        )
+    return target
+
+
+def inspect_archive(data: bytes, links: bool = False) -> list[Member]:
+    """Every member of ``data``, checked; ArchiveRefused for the first rule broken
+    (``links``: symbolic links are allowed, as leaves)."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise ArchiveRefused(f"the archive is larger than {MAX_ARCHIVE_BYTES} bytes (64 MiB)")
     members: list[Member] = []
@@ -115,7 +135,8 @@ def inspect_archive(data: bytes) -> list[Member]:
                 parts = _parts(info.name)
                 shown = repr(info.name[:200])
                 directory = info.isdir()
-                if not directory and not (info.isreg() and not info.issparse()):
+                link = _link_target(info, shown) if links and info.issym() else ""
+                if not directory and not link and not (info.isreg() and not info.issparse()):
                     raise ArchiveRefused(f"{shown} is {_kind(info)}; only files and directories")
                 if parts in seen:
                     raise ArchiveRefused(f"{shown} appears twice")
@@ -126,7 +147,7 @@ def inspect_archive(data: bytes) -> list[Member]:
                         raise ArchiveRefused(f"{shown} is inside a file")
                     implied.add(parts[:depth])
                 size = 0
-                if not directory:
+                if not directory and not link:
                     files += 1
                     if files > MAX_FILES:
                         raise ArchiveRefused(f"the archive has more than {MAX_FILES} files")
@@ -139,7 +160,7 @@ def inspect_archive(data: bytes) -> list[Member]:
                     if info.offset_data + size > len(data):
                         raise ArchiveRefused(f"{shown}: the archive ends inside its data")
                 seen[parts] = directory
-                members.append(Member(parts, directory, size, bool(info.mode & 0o111), info))
+                members.append(Member(parts, directory, size, bool(info.mode & 0o111), info, link))
     except tarfile.TarError as exc:
         raise ArchiveRefused(f"not a valid tar archive: {exc}") from None
     return members
@@ -164,11 +185,27 @@ def _open_directory(root: int, parts: tuple[str, ...]) -> int:
     return fd
 
 
+def _make_link(root: int, member: Member) -> None:
+    parent = _open_directory(root, member.parts[:-1])
+    try:
+        os.symlink(member.link, member.parts[-1], dir_fd=parent)
+    except FileExistsError:
+        raise ArchiveRefused(f"{'/'.join(member.parts)!r} already exists") from None
+    finally:
+        os.close(parent)
+
+
 def extract_archive(
-    data: bytes, destination: str, should_stop: Callable[[], bool] | None = None
+    data: bytes,
+    destination: str,
+    should_stop: Callable[[], bool] | None = None,
+    links: bool = False,
 ) -> Extracted:
-    """Inspect ``data``, then write it below ``destination`` (which must exist)."""
-    members = inspect_archive(data)
+    """Inspect ``data``, then write it below ``destination`` (which must exist); ``links``:
+    symbolic links are allowed and made last."""
+    members = inspect_archive(data, links)
+    # Links last: no file or directory of the archive is ever written through one.
+    members.sort(key=lambda member: bool(member.link))
     root = os.open(destination, _DIR_FLAGS)
     files = directories = written = 0
     try:
@@ -176,6 +213,9 @@ def extract_archive(
             for member in members:
                 if should_stop is not None and should_stop():
                     raise ArchiveRefused("extraction was interrupted")
+                if member.link:
+                    _make_link(root, member)
+                    continue
                 if member.directory:
                     fd = _open_directory(root, member.parts)
                     os.fchmod(fd, 0o755)

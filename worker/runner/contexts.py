@@ -28,6 +28,9 @@ from typing import Any
 #: platform.machine() -> runner.arch / RUNNER_ARCH, spelt as GitHub spells them.
 _ARCHES = {"x86_64": "X64", "amd64": "X64", "aarch64": "ARM64", "arm64": "ARM64", "i686": "X86"}
 GENERATED_PREFIX = "_FORGE_CI_EXPR_"
+#: Holders of secrets that a step's expressions read (forge_ci.workflow.injection): given to
+#: the expressions as ``secrets.NAME``, never to the step's process.
+SECRET_HOLDER_PREFIX = GENERATED_PREFIX + "SECRET_"
 
 
 def runner_arch() -> str:

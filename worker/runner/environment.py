@@ -12,6 +12,7 @@ Layers, later ones win::
     job         what earlier steps wrote to GITHUB_ENV
     step        the plan's env of the step (workflow < job < step, merged when planned)
     secrets     values delivered for this step only, for its ``{"secret": NAME}`` entries
+                (not the ``_FORGE_CI_EXPR_SECRET_*`` holders: those are for its expressions)
 
 The attempt credential, the API socket and the provider's settings are never in it. A reserved
 name in the plan's env is refused, as the workflow engine refuses it.
@@ -19,12 +20,15 @@ name in the plan's env is refused, as the workflow engine refuses it.
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worker.runner.contexts import runner_arch
+from forge_ci.protocol import RunnerInput
+from worker.runner.contexts import SECRET_HOLDER_PREFIX, runner_arch
 from worker.runner.filecommands import CommandFiles, reserved_env_name
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -156,6 +160,8 @@ def step_environment(
     env.update(added_env)
     for layer in (step_env, secrets):
         for name, value in layer.items():
+            if name.startswith(SECRET_HOLDER_PREFIX):
+                continue  # for the step's expressions only
             if reserved_env_name(name):
                 raise StepEnvironmentError(f"env {name} is reserved for the runner")
             env[name] = value
@@ -163,3 +169,35 @@ def step_environment(
         if "\x00" in value or "\x00" in name or "=" in name:
             raise StepEnvironmentError(f"env {name[:80]!r} contains a NUL character or '='")
     return env
+
+
+class ConfigurationError(Exception):
+    """The runner's input or surroundings are unusable; nothing was started."""
+
+
+def check_surroundings(runner_input: RunnerInput) -> Layout:
+    """The workspace must be an empty directory and the API socket a socket."""
+    try:
+        mode = os.stat(runner_input.api_socket).st_mode
+    except OSError as exc:
+        raise ConfigurationError(
+            f"the runner API socket {runner_input.api_socket} is missing: {exc.strerror}"
+        ) from None
+    if not stat.S_ISSOCK(mode):
+        raise ConfigurationError(f"{runner_input.api_socket} is not a socket")
+    workspace = runner_input.workspace
+    try:
+        entries = os.listdir(workspace)
+    except OSError as exc:
+        raise ConfigurationError(f"the workspace {workspace} is unusable: {exc.strerror}") from None
+    if entries:
+        raise ConfigurationError(
+            f"the workspace {workspace} must be empty; it holds {len(entries)} entries"
+        )
+    workspace = os.path.realpath(workspace)
+    return Layout(
+        workspace=workspace,
+        home=os.path.join(workspace, ".home"),
+        tmp=os.path.join(workspace, ".tmp"),
+        runner_dir="",
+    )

@@ -4,7 +4,8 @@ The plan keeps a value that needs run-time data as ``{"template": [text | {"expr
 and a step's ``continue-on-error`` as ``true``, ``false`` or ``{"expr": source}``; the runner
 evaluates them with the workflow engine's expression language against the contexts of the job
 (``github``, ``matrix``, ``strategy``, ``needs``) and the ``steps`` that ran before. Inserted
-values are text: nothing produced by an expression is evaluated again.
+values are text: nothing produced by an expression is evaluated again. ``hashFiles()`` hashes the
+files of ``github.workspace`` (:mod:`worker.runner.hashfiles`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from forge_ci.workflow.expressions import (
     ExpressionError,
+    FileHasher,
     JobStatus,
     TemplateExpr,
     evaluate,
@@ -22,10 +24,29 @@ from forge_ci.workflow.expressions import (
     parse_expression,
     render_template,
 )
+from worker.runner.hashfiles import HashFilesError, hash_files
 
 
 class EvaluationError(Exception):
     """An expression could not be evaluated; the message says which and why."""
+
+
+def workspace_files(contexts: Mapping[str, Any]) -> FileHasher | None:
+    """``hashFiles`` over the workspace the contexts name (``github.workspace``), if any."""
+    github = contexts.get("github")
+    root = github.get("workspace") if isinstance(github, Mapping) else None
+    if not isinstance(root, str) or not root:
+        return None
+
+    def hasher(patterns: list[str], follow: bool) -> str:
+        try:
+            return hash_files(root, patterns, follow)
+        except HashFilesError as exc:
+            raise ExpressionError(
+                "evaluation", f"hashFiles({', '.join(map(repr, patterns))}) failed: {exc}", -1
+            ) from None
+
+    return hasher
 
 
 def render(value: str | Mapping[str, Any], contexts: Mapping[str, Any], what: str) -> str:
@@ -43,7 +64,7 @@ def render(value: str | Mapping[str, Any], contexts: Mapping[str, Any], what: st
         except ExpressionError as exc:
             raise EvaluationError(f"{what}: {exc}") from None
     try:
-        return render_template(parts, contexts)
+        return render_template(parts, contexts, files=workspace_files(contexts))
     except ExpressionError as exc:
         raise EvaluationError(f"{what}: {exc}") from None
 
@@ -55,7 +76,11 @@ def condition_holds(
     try:
         node = parse_condition(condition)
         value = evaluate(
-            node, contexts, status=JobStatus.for_step(job_status), expression=condition
+            node,
+            contexts,
+            status=JobStatus.for_step(job_status),
+            expression=condition,
+            files=workspace_files(contexts),
         )
     except ExpressionError as exc:
         raise EvaluationError(f"{what}: {exc}") from None
@@ -70,6 +95,8 @@ def continues_on_error(
         return value
     source = value["expr"]
     try:
-        return is_truthy(evaluate(parse_expression(source), contexts, expression=source))
+        files = workspace_files(contexts)
+        node = parse_expression(source)
+        return is_truthy(evaluate(node, contexts, expression=source, files=files))
     except ExpressionError as exc:
         raise EvaluationError(f"{what}: {exc}") from None

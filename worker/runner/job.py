@@ -4,7 +4,7 @@
 
     check the workspace and socket ──► start (a fresh execution_id) ──► watchdog, heartbeats,
     uploader ──► HOME/TMPDIR ──► source (unless a checkout step will fetch it) ──► the actions'
-    pre steps, then each step, then the post steps (reverse order, also after a failure):
+    pre steps, each step, the post steps (reverse order; after a failure, a cancel, a timeout):
     if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
     completed with annotations and summary
       (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import stat
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -51,7 +50,13 @@ from worker.runner.contexts import (
     step_contexts,
     write_event,
 )
-from worker.runner.environment import Layout, job_environment
+from worker.runner.egress import EgressForwarder, proxy_environment
+from worker.runner.environment import (
+    ConfigurationError,
+    Layout,
+    check_surroundings,
+    job_environment,
+)
 from worker.runner.evaluation import (
     EvaluationError,
     condition_holds,
@@ -70,7 +75,7 @@ from worker.runner.stepenv import (
     working_directory,
 )
 from worker.runner.uploader import Uploader
-from worker.runner.watchdog import STOP_CONCLUSIONS, Watchdog
+from worker.runner.watchdog import POST_GRACE, STOP_CONCLUSIONS, Watchdog
 
 #: Budgets after the steps ended (seed: "three-second budget after process cleanup").
 FINAL_LOG_SECONDS = 3.0
@@ -84,40 +89,8 @@ NO_GITHUB_TOKEN = "forge-ci-has-no-github-api"
 START_SECONDS = 30.0
 
 
-class ConfigurationError(Exception):
-    """The runner's input or surroundings are unusable; nothing was started."""
-
-
 class StepFailed(Exception):
     """A step could not run or its result could not be applied; the message says why."""
-
-
-def check_surroundings(runner_input: RunnerInput) -> Layout:
-    """The workspace must be an empty directory and the API socket a socket."""
-    try:
-        mode = os.stat(runner_input.api_socket).st_mode
-    except OSError as exc:
-        raise ConfigurationError(
-            f"the runner API socket {runner_input.api_socket} is missing: {exc.strerror}"
-        ) from None
-    if not stat.S_ISSOCK(mode):
-        raise ConfigurationError(f"{runner_input.api_socket} is not a socket")
-    workspace = runner_input.workspace
-    try:
-        entries = os.listdir(workspace)
-    except OSError as exc:
-        raise ConfigurationError(f"the workspace {workspace} is unusable: {exc.strerror}") from None
-    if entries:
-        raise ConfigurationError(
-            f"the workspace {workspace} must be empty; it holds {len(entries)} entries"
-        )
-    workspace = os.path.realpath(workspace)
-    return Layout(
-        workspace=workspace,
-        home=os.path.join(workspace, ".home"),
-        tmp=os.path.join(workspace, ".tmp"),
-        runner_dir="",
-    )
 
 
 class JobRunner:
@@ -229,11 +202,16 @@ class JobRunner:
         self.watchdog.start()
         self.heartbeat.start()
         self.uploader.start()
+        # The actions' trees download meanwhile, beside the checkout and the first steps.
+        self.trees.prefetch(self.assignment.actions.values())
         outputs: dict[str, str] = {}
+        egress = EgressForwarder(self.input.egress_socket)
         try:
-            self._prepare()
+            self._prepare(egress.start() if self.input.egress_socket else 0)
             outputs = self._steps()
         finally:
+            egress.close()
+            self.trees.close()
             kill_descendants()
             shutil.rmtree(runner_dir, ignore_errors=True)
             self.watchdog.close()
@@ -265,7 +243,7 @@ class JobRunner:
         # Cancelled or interrupted meanwhile: no step runs, and the runner reports that.
         return True
 
-    def _prepare(self) -> None:
+    def _prepare(self, egress_port: int) -> None:
         assert self.layout is not None
         for directory in (self.layout.home, self.layout.tmp):
             os.mkdir(directory, 0o700)
@@ -278,6 +256,8 @@ class JobRunner:
         tool_cache = os.environ.get("RUNNER_TOOL_CACHE")
         if tool_cache:
             self.scripts.job_env["RUNNER_TOOL_CACHE"] = tool_cache
+        if egress_port:
+            self.scripts.job_env.update(proxy_environment(egress_port))
         self.runner_context = runner_context(self.scripts.job_env)
 
     def _contexts(self, step_id: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -317,15 +297,38 @@ class JobRunner:
                 break
             self._step(step)
             reap()
-        # Post steps run after a failure too (not once the job was stopped).
-        for hook in self.post:
-            if self.watchdog.stopped.is_set():
-                break
-            self._hook(hook)
-            reap()
+        self._post_steps()
         if self.watchdog.stopped.is_set():
             return {}
         return self._job_outputs()
+
+    def _post_steps(self) -> None:
+        """The actions' post steps: after a failure too, and after a cancellation or the job's
+        time limit in a clean-up window of at most POST_GRACE seconds, as GitHub's runner does
+        (their ``post-if`` then sees ``cancelled()``; the default ``always()`` holds)."""
+        status = "failure" if self.failed else "success"
+        until = float("inf")
+        for hook in self.post:
+            if self.watchdog.stopped.is_set() and until == float("inf"):
+                until = self._begin_cleanup() if self.actions.ran else -until
+                status = "cancelled"
+            if self.watchdog.halted():
+                return
+            self._hook(hook, status, until)
+            reap()
+
+    def _begin_cleanup(self) -> float:
+        """Open the clean-up window and return its end; the steps the stop left out are
+        reported skipped first (the server takes steps in order)."""
+        until = self.watchdog.begin_cleanup(POST_GRACE)
+        ids = [hook.id for hook in self.pre] + [step.id for step in self.assignment.steps]
+        for step_id in ids:
+            if not self.watchdog.cleaning():
+                break
+            if step_id not in self.steps_context:
+                if self.report_step(step_id, "completed", "skipped"):
+                    self._record(step_id, "skipped", "skipped", -1, {})
+        return until
 
     def _check_out(self, step_id: str, inputs: dict[str, Any] | None = None) -> None:
         """Fetch the pinned commit into the workspace (with history when the checkout step has
@@ -395,9 +398,10 @@ class JobRunner:
 
         self._execute(step.id, step.timeout_minutes, continue_on_error, work)
 
-    def _hook(self, hook: HookStep) -> None:
-        """A pre or post step of a node action (skipped when its condition says so)."""
-        status = "failure" if self.failed else "success"
+    def _hook(self, hook: HookStep, status: str = "", until: float = float("inf")) -> None:
+        """A pre or post step of a node action (skipped when its condition says so); ``status``
+        is the job's status its condition sees, ``until`` when it must end (clean-up)."""
+        status = status or ("failure" if self.failed else "success")
         try:
             work = self.actions.hook(hook, self._contexts(), status)
         except ActionFailed as exc:
@@ -418,7 +422,7 @@ class JobRunner:
                 raise StepFailed(str(exc)) from None
             return ("success" if code == 0 else "failure"), code, {}
 
-        self._execute(hook.id, 0, False, run_hook)
+        self._execute(hook.id, 0, False, run_hook, until)
 
     def _execute(
         self,
@@ -426,12 +430,15 @@ class JobRunner:
         timeout_minutes: int,
         continue_on_error: bool,
         work: Callable[[], tuple[str, int, dict[str, str]]],
+        until: float = float("inf"),
     ) -> None:
-        """Report a step running, do its ``work``, report how it ended."""
+        """Report a step running, do its ``work``, report how it ended (a clean-up step:
+        ``until`` is the end of the clean-up window)."""
+        cleanup = until != float("inf")
         if not self.report_step(step_id, "running"):
             return
         deadline = now() + timeout_minutes * self.input.step_minute_seconds
-        self.watchdog.begin_step(deadline if timeout_minutes else float("inf"))
+        self.watchdog.begin_step(min(until, deadline if timeout_minutes else float("inf")))
         outputs: dict[str, str] = {}
         exit_code = -1
         try:
@@ -440,10 +447,13 @@ class JobRunner:
             self.note(step_id, str(exc))
             outcome = "failure"
         timed_out = self.watchdog.end_step()
-        stop = self.watchdog.stop
+        stop = None if cleanup and not self.watchdog.lost() else self.watchdog.stop
         if stop is not None:
             outcome = "timed_out" if stop.kind == "timed_out" else "cancelled"
             self.note(step_id, stop.message)
+        elif cleanup and timed_out:
+            outcome = "timed_out"
+            self.note(step_id, f"the post steps' {POST_GRACE:g} s after the stop ran out")
         elif timed_out:
             outcome = "timed_out"
             self.note(

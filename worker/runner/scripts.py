@@ -15,7 +15,7 @@ from forge_ci.protocol import MAX_SUMMARY_BYTES, Annotation
 from worker.runner.actions.sink import CommandEffects, StepSink
 from worker.runner.environment import Layout, StepEnvironmentError, step_environment
 from worker.runner.filecommands import CommandFiles, FileCommandError
-from worker.runner.shells import ShellError, shell_argv, write_script
+from worker.runner.shells import ShellError, script_suffix, shell_argv, write_script
 from worker.runner.steps import StepStartError, run_script
 from worker.runner.uploader import Uploader
 from worker.runner.watchdog import Watchdog
@@ -90,7 +90,8 @@ class ScriptRunner:
             full_env.update(extra_env or {})
             if isinstance(command, tuple):
                 shell, script = command
-                argv = shell_argv(shell, write_script(self.layout.runner_dir, number, script))
+                path = write_script(self.layout.runner_dir, number, script, script_suffix(shell))
+                argv = shell_argv(shell, path)
             else:
                 argv = command
             sink = StepSink(self.uploader, log_id, effects)
@@ -104,7 +105,7 @@ class ScriptRunner:
         self._keep(effects)
         if end.signal and not self.watchdog.step_expired():
             self.note(log_id, f"the process was ended by signal {end.signal}")
-        if self.watchdog.stopped.is_set():
+        if self.watchdog.halted():
             files.remove()
             return ProcessResult(end.exit_code, {}, {})
         try:

@@ -13,7 +13,7 @@ from typing import Any
 from forge_ci.protocol import AssignmentStep
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
-from worker.runner.contexts import GENERATED_PREFIX
+from worker.runner.contexts import GENERATED_PREFIX, SECRET_HOLDER_PREFIX
 from worker.runner.evaluation import EvaluationError, render
 from worker.runner.step_secrets import fetch_step_secrets
 from worker.runner.watchdog import Watchdog
@@ -53,6 +53,22 @@ def ask_for_secrets(
     return values
 
 
+def with_secrets(
+    step: AssignmentStep, delivered: dict[str, str], contexts: dict[str, Any]
+) -> dict[str, Any]:
+    """``contexts`` and the ``secrets`` context of the step: the values delivered for its holders
+    (``_FORGE_CI_EXPR_SECRET_NAME``) by name, and ``GITHUB_TOKEN``, the job token."""
+    github = contexts.get("github")
+    token = github.get("token") if isinstance(github, dict) else None
+    values = {"GITHUB_TOKEN": token} if isinstance(token, str) else {}
+    for name, value in step.env.items():
+        if name.startswith(SECRET_HOLDER_PREFIX) and isinstance(value, dict):
+            if name not in delivered:
+                raise StepSetupError(f"secret {value.get('secret')} was not delivered to this step")
+            values[str(value.get("secret"))] = delivered[name]
+    return {**contexts, "secrets": values}
+
+
 def render_env(
     step: AssignmentStep,
     contexts: dict[str, Any],
@@ -61,17 +77,19 @@ def render_env(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The step's rendered env and its secret values (by env name).
 
-    The env values see ``contexts``; the variables generated for a workflow step's script
-    (``_FORGE_CI_EXPR_*``, forge_ci.workflow.injection) see all of the step's env
-    (``with_env(env)`` gives the contexts with it).
+    The env values see ``contexts`` and the step's ``secrets``; the variables generated for a
+    workflow step's script (``_FORGE_CI_EXPR_*``, forge_ci.workflow.injection) see all of the
+    step's env (``with_env(env)`` gives the contexts with it). The values of the secret holders
+    are among the secret values; the process never gets them (worker.runner.environment).
     """
     env: dict[str, str] = {}
     values: dict[str, str] = {}
     ordered = sorted(step.env.items(), key=lambda item: item[0].startswith(GENERATED_PREFIX))
     full = False
+    contexts = with_secrets(step, delivered, contexts)
     for name, value in ordered:
         if name.startswith(GENERATED_PREFIX) and not full:
-            contexts, full = with_env(env), True
+            contexts, full = with_secrets(step, delivered, with_env(env)), True
         if isinstance(value, dict) and "secret" in value:
             if name not in delivered:
                 raise StepSetupError(

@@ -15,6 +15,16 @@ server states is counted from when the request was *sent*::
 
 The first reason to stop the job wins and is kept. The running step's process group is asked
 to stop (SIGTERM) at once and killed (SIGKILL) after a short grace.
+
+Clean-up after a stop, as GitHub's runner does: once an action with a ``post`` script ran its
+main, the job deadline is brought forward by :data:`POST_GRACE` (:meth:`Watchdog.reserve`), and
+after a cancellation or the job's time limit the post steps run in a window of at most
+``POST_GRACE`` seconds (:meth:`Watchdog.begin_cleanup`, never past the job deadline); while it
+lasts the stop no longer kills new step processes, only the window's end does. A stop whose
+result the server no longer takes (lost, ended, refused) ends the window at once::
+
+    cancel / time limit ──► the running step is stopped ──► later steps skipped
+      ──► post steps (post-if sees cancelled()) until the window ends ──► complete
 """
 
 from __future__ import annotations
@@ -33,6 +43,15 @@ MIN_LEASE_MARGIN = 0.5
 MAX_LEASE_MARGIN = 10.0
 #: Heartbeats go out this often, or four times per lease when the lease is shorter.
 HEARTBEAT_SECONDS = 5.0
+#: At most this long for post steps after a cancellation or the job's time limit. The server's
+#: cancellation grace (forge_ci.coordinator.leases.CANCEL_GRACE, 30 s) covers a heartbeat to
+#: notice it (5 s), the step's SIGTERM grace (2 s), this window and the final log and
+#: completion (3 s + 3 s).
+POST_GRACE = 10.0
+#: Stops after which clean-up still reports (the server takes the results).
+CLEANUP_KINDS = frozenset({"cancelled", "timed_out"})
+#: Stops after which the server takes nothing any more.
+ABANDON_KINDS = frozenset({"lost", "ended", "refused"})
 
 #: Reasons to stop the job, and the conclusion the runner reports for each (None: it does not
 #: report, the server decides or already decided).
@@ -69,6 +88,9 @@ class Watchdog:
         self._group: ProcessGroup | None = None
         self._step_deadline = math.inf
         self._step_timed_out = False
+        self._reserve = 0.0
+        self._cleanup_until = -math.inf
+        self._abandoned = False
         #: The newest answer of the server (by its clock).
         self.last_status: AttemptStatus | None = None
         self._finished = threading.Event()
@@ -123,6 +145,9 @@ class Watchdog:
         """Stop the job for ``kind``; the first reason is kept."""
         assert kind in STOP_CONCLUSIONS, kind
         with self._lock:
+            if kind in ABANDON_KINDS:
+                self._abandoned = True
+                self._cleanup_until = -math.inf
             if self._stop is None:
                 self._stop = Stop(kind, message)
                 self.stopped.set()
@@ -133,8 +158,33 @@ class Watchdog:
 
     def lost(self) -> bool:
         """True once the lease can no longer be trusted (nothing should be retried then)."""
-        stop = self._stop
-        return stop is not None and stop.kind in ("lost", "ended", "refused")
+        return self._abandoned
+
+    # -- clean-up after a stop ------------------------------------------------------------------
+
+    def reserve(self, seconds: float) -> None:
+        """Stop for the job's time limit ``seconds`` early, so that clean-up fits before it."""
+        with self._lock:
+            self._reserve = max(self._reserve, seconds)
+
+    def begin_cleanup(self, seconds: float) -> float:
+        """Open the clean-up window (see the module doc); the clock time it ends (in the past
+        when the stop allows none)."""
+        with self._lock:
+            stop = self._stop
+            if stop is None or stop.kind not in CLEANUP_KINDS or self._abandoned:
+                return -math.inf
+            until = min(now() + seconds, self._job_deadline - JOB_DEADLINE_MARGIN)
+            self._cleanup_until = until
+            return until
+
+    def cleaning(self, at: float | None = None) -> bool:
+        """True while the clean-up window is open."""
+        return (now() if at is None else at) < self._cleanup_until
+
+    def halted(self) -> bool:
+        """The job is stopped and no clean-up window is open: nothing more may run."""
+        return self.stopped.is_set() and not self.cleaning()
 
     # -- the running step -----------------------------------------------------------------------
 
@@ -146,7 +196,7 @@ class Watchdog:
     def attach(self, group: ProcessGroup) -> None:
         with self._lock:
             self._group = group
-        if self.stopped.is_set():
+        if self.halted():
             group.terminate(now())
 
     def detach(self) -> None:
@@ -163,7 +213,7 @@ class Watchdog:
             return timed_out
 
     def step_expired(self) -> bool:
-        return self._step_timed_out or self.stopped.is_set()
+        return self._step_timed_out or self.halted()
 
     # -- the thread -----------------------------------------------------------------------------
 
@@ -177,7 +227,7 @@ class Watchdog:
     def check(self, at: float) -> None:
         """One tick (the thread calls it; tests may too)."""
         with self._lock:
-            job_due = at >= self._job_deadline - JOB_DEADLINE_MARGIN
+            job_due = at >= self._job_deadline - JOB_DEADLINE_MARGIN - self._reserve
             lease_due = not self._lease_capped and at >= self._lease_expiry - self.lease_margin()
             if at >= self._step_deadline and not self._step_timed_out:
                 self._step_timed_out = True
@@ -195,7 +245,7 @@ class Watchdog:
                 "stopping everything",
             )
         if group is not None:
-            if step_stop or self.stopped.is_set():
+            if step_stop or (self.stopped.is_set() and not self.cleaning(at)):
                 group.terminate(at)
             group.escalate(at)
 

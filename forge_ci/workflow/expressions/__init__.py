@@ -30,7 +30,14 @@ from .coercion import is_truthy, number_to_string, to_string
 from .conditions import parse_condition
 from .errors import MAX_DEPTH, MAX_EXPRESSION_LENGTH, MAX_MEMORY_BYTES, ExpressionError
 from .evaluator import FilteredArray, evaluate
-from .functions import STATUS_FUNCTIONS, SUPPORTED_FUNCTIONS, UNSUPPORTED_FUNCTIONS
+from .functions import (
+    FILE_FUNCTIONS,
+    FOLLOW_LINKS_OPTION,
+    STATUS_FUNCTIONS,
+    SUPPORTED_FUNCTIONS,
+    UNSUPPORTED_FUNCTIONS,
+    FileHasher,
+)
 from .nodes import (
     Call,
     Compare,
@@ -47,6 +54,8 @@ from .status import JobStatus
 from .templates import TemplateExpr, render_template, split_template
 
 __all__ = [
+    "FILE_FUNCTIONS",
+    "FOLLOW_LINKS_OPTION",
     "MAX_DEPTH",
     "MAX_EXPRESSION_LENGTH",
     "MAX_MEMORY_BYTES",
@@ -57,6 +66,7 @@ __all__ = [
     "Compare",
     "ContextRef",
     "ExpressionError",
+    "FileHasher",
     "FilteredArray",
     "Index",
     "JobStatus",

@@ -32,7 +32,7 @@ from .coercion import (
     to_string,
 )
 from .errors import MAX_MEMORY_BYTES, UNLOCATED, ExpressionError
-from .functions import FUNCTIONS
+from .functions import FUNCTIONS, FileHasher
 from .nodes import Call, Compare, ContextRef, Index, Literal, Logical, Node, Not, Wildcard
 from .status import JobStatus
 
@@ -50,29 +50,40 @@ def evaluate(
     *,
     status: JobStatus | None = None,
     expression: str | None = None,
+    files: FileHasher | None = None,
 ) -> Any:
-    """The value of ``node`` given ``contexts``; ``status`` enables the status functions.
+    """The value of ``node`` given ``contexts``; ``status`` enables the status functions and
+    ``files`` (the runner's, over the workspace) ``hashFiles``.
 
     ``expression`` (the source text) is only used to word errors. Values are JSON-like:
     None, bool, float (or the ints found in contexts), str, list and mapping.
     """
-    return _Evaluation(contexts, status, expression).eval(node)
+    return _Evaluation(contexts, status, expression, files).eval(node)
 
 
 class _Evaluation:
     """One evaluation: the contexts, the job status and the memory in use."""
 
     def __init__(
-        self, contexts: Mapping[str, Any], status: JobStatus | None, expression: str | None
+        self,
+        contexts: Mapping[str, Any],
+        status: JobStatus | None,
+        expression: str | None,
+        files: FileHasher | None = None,
     ) -> None:
         self.contexts = {name.lower(): value for name, value in contexts.items()}
         self._status = status
+        self._files = files
         self.expression = expression
         self.used = 0
 
     @property
     def status(self) -> JobStatus | None:
         return self._status
+
+    @property
+    def files(self) -> FileHasher | None:
+        return self._files
 
     def reserve(self, chars: int) -> None:
         self.used += 2 * chars

@@ -1,7 +1,8 @@
 """The functions expressions may call: their arity (checked when parsing) and behaviour.
 
-forge-ci supports GitHub's general functions and status functions. ``hashFiles`` is GitHub's but
-not forge-ci's, and naming it is a parse error that says so, rather than "unrecognized". Each
+forge-ci supports GitHub's general functions, the status functions and ``hashFiles``, which only
+the runner can evaluate: the evaluation that may call it is given a :data:`FileHasher` (the
+runner's, over the job's workspace), and without one it is an evaluation error. Each
 implementation receives the unevaluated argument nodes and evaluates only what it needs, as
 GitHub's runner does: ``format`` evaluates an argument when the format string first refers to
 it, ``join`` reads the separator only for two or more items, ``case`` stops at the first true
@@ -37,6 +38,10 @@ class Scope(Protocol):
     def status(self) -> JobStatus | None:
         """The job status for the status functions, None outside ``if`` conditions."""
 
+    @property
+    def files(self) -> FileHasher | None:
+        """What ``hashFiles`` asks to hash the files; None where no workspace exists."""
+
     def eval(self, node: Node) -> object:
         """Evaluate one argument node."""
 
@@ -45,6 +50,10 @@ class Scope(Protocol):
 
 
 Implementation = Callable[[Scope, tuple[Node, ...]], object]
+#: ``hashFiles``: (patterns, follow symbolic links) -> the hex digest, or '' for no match.
+FileHasher = Callable[[list[str], bool], str]
+#: hashFiles' only option, allowed as its first argument (GitHub's runner).
+FOLLOW_LINKS_OPTION: Final = "--follow-symbolic-links"
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +270,27 @@ def _always(scope: Scope, args: tuple[Node, ...]) -> bool:
     return True
 
 
+def _hash_files(scope: Scope, args: tuple[Node, ...]) -> str:
+    if scope.files is None:
+        raise ExpressionError(
+            "evaluation",
+            "hashFiles() is evaluated by the runner in a step; it cannot be used here",
+            UNLOCATED,
+        )
+    patterns = [to_string(scope.eval(arg)) for arg in args]
+    follow = False
+    if patterns and patterns[0].startswith("--"):
+        if patterns[0] != FOLLOW_LINKS_OPTION:
+            raise ExpressionError(
+                "evaluation",
+                f"Invalid glob option {patterns[0]}, available option: '{FOLLOW_LINKS_OPTION}'",
+                UNLOCATED,
+            )
+        follow = True
+        patterns = patterns[1:]
+    return scope.files(patterns, follow)
+
+
 _SPECS: Final = (
     FunctionSpec("contains", 2, 2, _contains),
     FunctionSpec("startsWith", 2, 2, _starts_with),
@@ -270,6 +300,7 @@ _SPECS: Final = (
     FunctionSpec("toJSON", 1, 1, _to_json),
     FunctionSpec("fromJSON", 1, 1, _from_json),
     FunctionSpec("case", 3, 1 << 30, _case, odd_args=True),
+    FunctionSpec("hashFiles", 1, 1 << 30, _hash_files),
     FunctionSpec("success", 0, 0, _success),
     FunctionSpec("failure", 0, 0, _failure),
     FunctionSpec("cancelled", 0, 0, _cancelled),
@@ -285,7 +316,8 @@ SUPPORTED_FUNCTIONS: Final = frozenset(spec.name for spec in _SPECS)
 #: The functions that read a :class:`JobStatus` and are meaningful only in ``if`` conditions.
 STATUS_FUNCTIONS: Final = frozenset({"success", "failure", "cancelled", "always"})
 
+#: The functions that read the job's workspace: only the runner evaluates them, in steps.
+FILE_FUNCTIONS: Final = frozenset({"hashfiles"})
+
 #: GitHub functions forge-ci refuses on purpose, by lowercase name: (spelling, reason).
-UNSUPPORTED_FUNCTIONS: Final = {
-    "hashfiles": ("hashFiles", "expressions cannot read the files of a job's workspace"),
-}
+UNSUPPORTED_FUNCTIONS: Final[dict[str, tuple[str, str]]] = {}

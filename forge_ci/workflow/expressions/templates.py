@@ -17,6 +17,7 @@ from typing import Any, Final
 from .coercion import ARRAY, OBJECT, kind_of, to_string
 from .errors import ExpressionError
 from .evaluator import evaluate
+from .functions import FileHasher
 from .nodes import Node
 from .parser import parse_expression
 from .status import JobStatus
@@ -93,6 +94,7 @@ def render_template(
     contexts: Mapping[str, Any],
     *,
     status: JobStatus | None = None,
+    files: FileHasher | None = None,
 ) -> str:
     """The string value of a split template, evaluating its expressions against ``contexts``.
 
@@ -103,7 +105,7 @@ def render_template(
     """
     if len(parts) == 1 and isinstance(parts[0], TemplateExpr):
         only = parts[0]
-        value = evaluate(only.node, contexts, status=status, expression=only.source)
+        value = evaluate(only.node, contexts, status=status, expression=only.source, files=files)
         kind = kind_of(value)
         if kind == OBJECT or kind == ARRAY:
             what = "A mapping" if kind == OBJECT else "A sequence"
@@ -116,6 +118,8 @@ def render_template(
         if isinstance(part, str):
             pieces.append(part)
         else:
-            value = evaluate(part.node, contexts, status=status, expression=part.source)
+            value = evaluate(
+                part.node, contexts, status=status, expression=part.source, files=files
+            )
             pieces.append(to_string(value))
     return "".join(pieces)

@@ -114,3 +114,34 @@ def test_without_a_docker_engine_nothing_is_claimed(
     assert "Docker engine not reachable" in line
     # It prepared its state directory, claimed nothing and recorded no claim.
     assert list((tmp_path / "state" / "claims").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (["--egress", "allow-list"], "needs at least one --egress-allow entry"),
+        (["--egress", "none", "--egress-allow", "pypi.org"], "takes no --egress-allow"),
+        (["--egress-allow", "10.0.0.1/8"], "host bits set; write 10.0.0.0/8"),
+        (["--egress-allow", "pypi.org:https"], "'pypi.org:https'"),
+        (["--egress-network", "jobs-bridge"], "pass --egress none with it"),
+        (["--egress", "open"], "'open' is not one of"),
+    ],
+)
+def test_bad_egress_policies_are_refused_before_anything_starts(
+    cli: Cli, tmp_path: Path, flags: list[str], why: str
+) -> None:
+    path, _ = token_file(tmp_path)
+    line = cli.refused(
+        "provider",
+        "run",
+        "--server",
+        "http://127.0.0.1:1",
+        "--allow-http",
+        "--token-file",
+        str(path),
+        "--state-dir",
+        str(tmp_path / "state"),
+        *flags,
+    )
+    assert why in line, line
+    assert not (tmp_path / "state").exists()  # refused before the state directory

@@ -18,7 +18,8 @@ from sqlalchemy import insert, select
 from forge_ci.coordinator import claims
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.db import Database
-from forge_ci.models import Attempt, Job, Repository, Run, RunSequence, User
+from forge_ci.models import Attempt, Job, QueueCount, QueuedJob, Repository, Run, RunSequence, User
+from forge_ci.models.queue import rebuild_queue
 from forge_ci.protocol import ClaimRequest
 from forge_ci.settings import Settings
 from forge_ci_testing.seeding import run_row
@@ -102,6 +103,7 @@ def _bulk_queue(world: World) -> None:
             for position in range(per_run)
         ]
         session.execute(insert(Job), job_rows)
+        rebuild_queue(session.connection())  # bulk inserts bypass the ORM's bookkeeping
         session.commit()
 
 
@@ -123,6 +125,9 @@ def test_concurrent_claimers_never_share_a_job_and_leave_none_behind(world: Worl
         assert session.scalar(select(Job.id).where(Job.state == "queued")) is None
         per_job = Counter(session.scalars(select(Attempt.job_id)).all())
         assert len(per_job) == JOBS and set(per_job.values()) == {1}
+        # The claim queue followed every claim: no entry left, every count back to zero.
+        assert session.scalar(select(QueuedJob.job_id)) is None
+        assert set(session.scalars(select(QueueCount.queued))) == {0}
     busy = sum(1 for result in results if result)
     print(f"\n{JOBS} claims by {CLAIMERS} processes ({busy} got work) in {elapsed:.1f} s")
     assert busy > 1

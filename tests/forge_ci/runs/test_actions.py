@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -17,7 +18,8 @@ import pytest
 from sqlalchemy import func, select
 
 from forge_ci.coordinator.action_sources import ActionTarget, build_action_archive
-from forge_ci.coordinator.claims import wire_actions
+from forge_ci.coordinator.assignments import wire_actions
+from forge_ci.coordinator.errors import SourceRefused
 from forge_ci.gitstore import repository_path
 from forge_ci.models import Run
 from forge_ci.protocol import Action
@@ -28,6 +30,7 @@ from forge_ci.runs.rerun import rerun_run
 from forge_ci.workflow import WorkflowInvalid
 from tests.conftest import action_bundle
 from tests.forge_ci.runs.conftest import CI, OPERATOR, Forge, Workdir
+from worker.runner.archive import ArchiveRefused, extract_archive
 
 
 def bundle_clone(tmp_path: Path, name: str) -> str:
@@ -67,6 +70,12 @@ def archive_files(target: ActionTarget) -> dict[str, bytes]:
             for member in tar.getmembers()
             if member.isfile()
         }
+
+
+def archive_links(target: ActionTarget) -> dict[str, str]:
+    archive = build_action_archive(target)
+    with archive.file, tarfile.open(fileobj=io.BytesIO(archive.file.read())) as tar:
+        return {member.name: member.linkname for member in tar.getmembers() if member.issym()}
 
 
 def target_of(forge: Forge, run: Run, key: str) -> ActionTarget:
@@ -133,7 +142,9 @@ def action_repo(forge: Forge, tmp_path: Path, name: str, files: dict[str, str]) 
     return work
 
 
-def test_real_action_is_resolved_pinned_and_stored(forge: Forge, setup_python: str) -> None:
+def test_real_action_is_resolved_pinned_and_stored(
+    forge: Forge, setup_python: str, tmp_path: Path
+) -> None:
     forge.commit(
         {
             CI: uses_workflow(
@@ -162,8 +173,34 @@ def test_real_action_is_resolved_pinned_and_stored(forge: Forge, setup_python: s
     )
     files = archive_files(target_of(forge, run, key))
     assert "dist/setup/index.js" in files and "action.yml" in files
-    # Symbolic links of the upstream tree (setup-python has two under __tests__) are left out.
-    assert "__tests__/data/inner/poetry.lock" not in files
+    # The upstream tree's symbolic links (setup-python has two under __tests__) are kept, and
+    # the runner's extractor makes them, last, as links that resolve inside the tree.
+    links = archive_links(target_of(forge, run, key))
+    assert links == {
+        "__tests__/data/inner/poetry.lock": "../poetry.lock",
+        "__tests__/data/inner/pyproject.toml": "../pyproject.toml",
+    }
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    with build_action_archive(target_of(forge, run, key)).file as spool:
+        data = spool.read()
+    extract_archive(data, str(unpacked), links=True)
+    inner = unpacked / "__tests__/data/inner/poetry.lock"
+    assert inner.is_symlink() and os.readlink(inner) == "../poetry.lock"
+    assert inner.read_bytes() == files["__tests__/data/poetry.lock"]
+    with pytest.raises(ArchiveRefused, match="symbolic link"):
+        extract_archive(data, str(tmp_path / "elsewhere"), links=False)
+    # Built once and kept: the next job is served the kept tar (after the same pin check).
+    kept = dataclasses.replace(target_of(forge, run, key), archives_dir=tmp_path / "archives")
+    with build_action_archive(kept).file as first:
+        assert first.read() == data
+    (stored,) = (tmp_path / "archives").iterdir()
+    assert stored.name.startswith(commit) and stored.read_bytes() == data
+    with build_action_archive(kept).file as second:
+        assert second.name == str(stored) and second.read() == data
+    gone = dataclasses.replace(kept, pin_ref="refs/forge-ci/actions/" + "0" * 40)
+    with pytest.raises(SourceRefused, match="no longer pinned"):
+        build_action_archive(gone)
 
 
 def test_unresolvable_reference_names_every_place_looked(forge: Forge, tmp_path: Path) -> None:
@@ -335,19 +372,39 @@ def test_bad_actions_refuse_the_run(
     assert forge.session.scalar(select(func.count()).select_from(Run)) == 0
 
 
-def test_a_link_leaving_the_action_refuses_it(forge: Forge, tmp_path: Path) -> None:
+def test_links_are_delivered_as_links_and_bad_targets_refuse_the_action(
+    forge: Forge, tmp_path: Path
+) -> None:
+    """A link may point anywhere (it resolves in the job's container, never on the host: the
+    archive is built from git objects); one the runner could not make refuses the action."""
     work = action_repo(forge, tmp_path, "linky", {"action.yml": INNER})
     (work.path / "escape").symlink_to("../../etc/passwd")
-    work.git("add", "-A")
-    work.git("commit", "-q", "-m", "link")
-    work.git("tag", "-f", "v1")
+    (work.path / "inside").symlink_to("action.yml")
     receive = "--receive-pack=git -c core.hooksPath=/dev/null receive-pack"
-    work.git("push", "-q", "--force", receive, str(work.bare), "refs/tags/v1")
+
+    def retag(message: str) -> None:
+        work.git("add", "-A")
+        work.git("commit", "-q", "-m", message)
+        work.git("tag", "-f", "v1")
+        work.git("push", "-q", "--force", receive, str(work.bare), "refs/tags/v1")
+
+    retag("links")
     forge.commit({CI: uses_workflow("uses: alice/linky@v1")})
+    run = forge.dispatch()
+    forge.session.commit()
+    assert run.actions is not None
+    (key,) = run.actions["actions"]
+    assert archive_links(target_of(forge, run, key)) == {
+        "escape": "../../etc/passwd",
+        "inside": "action.yml",
+    }
+    os.symlink(b"latin-1-\xe9", os.fsencode(work.path / "bad"))
+    retag("a target that is not UTF-8")
+    forge.commit({CI: uses_workflow("uses: alice/linky@v1", "run: echo again")})
     with pytest.raises(WorkflowInvalid) as caught:
         forge.dispatch()
     assert (
-        "action alice/linky@v1: the link 'escape' -> '../../etc/passwd' leaves the action's folder"
+        "action alice/linky@v1: the symbolic link 'bad' needs a UTF-8 target of 1 to 4096 bytes"
         in str(caught.value)
     )
 

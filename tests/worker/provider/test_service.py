@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from forge_ci.db import Database
+from forge_ci.egress import EgressPolicy
 from forge_ci.models import Job
 from tests.forge_ci.coordinator.world import World, plan_job
 from tests.worker.provider.helpers import labelled
@@ -31,6 +32,7 @@ def config(world: World, server: Server, runner_image: str, tmp_path: Path) -> P
         runner_image=runner_image,
         slots=1,
         claim_wait=1.0,
+        egress=EgressPolicy.parse("none"),  # these jobs need no way out
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.worker.runner.actions_world import ActionSpec, declare, install, node
-from tests.worker.runner.conftest import Forge, workflow
+from tests.worker.runner.conftest import Forge, wait_for, workflow
 
 GREETER_MAIN = """\
 const fs = require('fs');
@@ -145,3 +145,76 @@ def test_pre_if_false_skips_the_pre_step_but_not_the_main(
     assert seen["pre-first"][:2] == ("completed", "skipped")  # dispatched, not pushed
     assert "main: who=dan" in forge.log(claimed.attempt_id, "first")
     assert "pre state=\n" in forge.log(claimed.attempt_id, "first")
+
+
+HANGING_POST = "console.log('hanging post started'); setInterval(() => {}, 1000);\n"
+
+
+def test_post_steps_run_after_the_job_time_limit_within_the_clean_up_window(
+    forge: Forge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on GitHub, the time limit does not skip the actions' post steps: their default
+    ``post-if`` (always()) holds, ``success()`` does not, ``cancelled()`` does; a post step that
+    hangs is stopped when the window ends, and the job is still reported timed out."""
+    hangs = ActionSpec(files={"main.js": "", "post.js": HANGING_POST}, runs=node(post="post.js"))
+    install(
+        forge,
+        monkeypatch,
+        {
+            "greeter": greeter(post="post.js"),
+            "careful": greeter(post="post.js", post_if="success()"),
+            "hangs": hangs,
+            "told": greeter(post="post.js", post_if="cancelled()"),
+        },
+        {
+            "stuck": ("hangs", {}),
+            "first": ("greeter", {"who": "erin"}),
+            "guarded": ("careful", {"who": "carol"}),
+            "noticed": ("told", {"who": "tom"}),
+        },
+    )
+    steps = "".join(
+        f"      - id: {name}\n        run: placeholder\n"
+        for name in ("stuck", "first", "guarded", "noticed")
+    )
+    steps += """\
+      - id: sleeper
+        run: echo started; sleep 1000
+      - id: later
+        if: always()
+        run: echo never
+"""
+    forge.dispatch(workflow(steps, timeout_minutes=1))
+    claimed = forge.claim()
+    process = forge.start_runner(forge.envelope(claimed, forge.workspace()))
+    wait_for(lambda: "started" in forge.log(claimed.attempt_id, "sleeper"), 20, "the sleeper")
+    # 46 of the 60 s pass at once for the server: the runner learns 14 s are left and stops
+    # 2 s later (10 s for the post steps and 2 s to report are kept), then cleans up until
+    # 2 s before the deadline.
+    forge.clock.advance(46)
+    finished = forge.finish(process, timeout=30)
+
+    assert finished.returncode == 1, finished
+    assert finished.report["result"] == "timed_out"
+    assert forge.attempt(claimed.attempt_id).conclusion == "timed_out"
+    attempt = claimed.attempt_id
+    seen = {name: state[:2] for name, state in forge.steps(attempt).items()}
+    assert seen == {
+        "stuck": ("completed", "success"),
+        "first": ("completed", "success"),
+        "guarded": ("completed", "success"),
+        "noticed": ("completed", "success"),
+        "sleeper": ("completed", "timed_out"),
+        "later": ("completed", "skipped"),
+        "post-noticed": ("completed", "success"),
+        "post-guarded": ("completed", "skipped"),
+        "post-first": ("completed", "success"),
+        "post-stuck": ("completed", "timed_out"),
+    }
+    assert (
+        forge.log(attempt, "post-first", "stdout")
+        == "post erin: seen=erin old=kept pre=undefined\n"
+    )
+    assert "post tom:" in forge.log(attempt, "post-noticed", "stdout")
+    assert "hanging post started" in forge.log(attempt, "post-stuck")
+    assert "the post steps' 10 s after the stop ran out" in forge.log(attempt, "post-stuck")

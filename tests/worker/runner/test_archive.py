@@ -176,3 +176,63 @@ def test_a_directory_listed_after_its_contents_is_fine(tmp_path: Path) -> None:
     assert [m.parts for m in inspect_archive(data)] == [("a", "b"), ("a",)]
     extract_archive(data, str(tmp_path))
     assert (tmp_path / "a" / "b").read_bytes() == b"1"
+
+
+LINKED: list[tuple[str, Callable[[], bytes], str]] = [
+    (
+        "a file through a link",
+        lambda: _tar(_info("escape", tarfile.SYMTYPE, linkname="/etc"), ("escape/passwd", b"x")),
+        "inside a file",
+    ),
+    (
+        "a link over earlier files",
+        lambda: _tar(("lib/a.js", b"x"), _info("lib", tarfile.SYMTYPE, linkname="/tmp")),
+        "earlier entries are inside",
+    ),
+    ("an empty target", lambda: _tar(_info("l", tarfile.SYMTYPE, linkname="")), "1 to 4096"),
+    ("a long target", lambda: _tar(_info("l", tarfile.SYMTYPE, linkname="x" * 4097)), "4096"),
+    (
+        "a hard link",
+        lambda: _tar(("a", b"x"), _info("b", tarfile.LNKTYPE, linkname="a")),
+        "hard link",
+    ),
+    (
+        "a link twice",
+        lambda: _tar(
+            _info("l", tarfile.SYMTYPE, linkname="a"), _info("l", tarfile.SYMTYPE, linkname="b")
+        ),
+        "appears twice",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "make", "message"), LINKED, ids=[case[0] for case in LINKED])
+def test_action_trees_keep_links_as_leaves_only(
+    tmp_path: Path, what: str, make: Callable[[], bytes], message: str
+) -> None:
+    with pytest.raises(ArchiveRefused, match=message):
+        extract_archive(make(), str(tmp_path), links=True)
+    assert os.listdir(tmp_path) == []
+
+
+def test_action_links_are_made_last_with_their_targets(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("host file")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    # Listed first, made last: "dist" is a link, and nothing of the archive is written below it.
+    data = _tar(
+        _info("current", tarfile.SYMTYPE, linkname="dist/index.js"),
+        _info("host", tarfile.SYMTYPE, linkname=str(outside / "secret")),
+        _info("up", tarfile.SYMTYPE, linkname="../outside"),
+        ("dist/index.js", b"console.log(1)\n"),
+    )
+    result = extract_archive(data, str(tree), links=True)
+    assert (result.files, result.directories) == (1, 0)
+    assert os.readlink(tree / "current") == "dist/index.js"
+    assert (tree / "current").read_bytes() == b"console.log(1)\n"
+    # Kept as written: in the job's container they resolve to the container's own files.
+    assert os.readlink(tree / "host") == str(outside / "secret")
+    assert os.readlink(tree / "up") == "../outside"
+    assert os.listdir(outside) == ["secret"]

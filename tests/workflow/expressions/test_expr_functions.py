@@ -38,6 +38,7 @@ def test_supported_functions() -> None:
         "toJSON",
         "fromJSON",
         "case",
+        "hashFiles",
         "success",
         "failure",
         "cancelled",

@@ -18,6 +18,7 @@ from forge_ci.workflow.expressions import (
     Node,
     Not,
     Wildcard,
+    evaluate,
     parse_expression,
 )
 
@@ -186,11 +187,18 @@ def test_unknown_function_is_a_parse_error() -> None:
 
 
 @pytest.mark.parametrize("spelling", ["hashFiles", "HASHFILES", "hashfiles"])
-def test_hashfiles_is_refused_as_unsupported(spelling: str) -> None:
-    error = parse_error(f"format('{{0}}', {spelling}('**/*.lock'))")
-    assert error.kind == "parsing"
-    assert error.message.startswith("hashFiles() is not supported by forge-ci: ")
-    assert error.offset == 14
+def test_hashfiles_parses_and_needs_a_file_hasher(spelling: str) -> None:
+    node = parse_expression(f"format('{{0}}', {spelling}('--follow-symbolic-links', '*.lock'))")
+    calls: list[tuple[list[str], bool]] = []
+    assert evaluate(node, {}, files=lambda p, f: calls.append((p, f)) or "d1") == "d1"
+    assert calls == [(["*.lock"], True)]
+    with pytest.raises(ExpressionError, match="cannot be used here") as error:
+        evaluate(node, {})
+    assert error.value.offset == 14
+    bad = parse_expression("hashFiles('--nofollow', 'x')")
+    with pytest.raises(ExpressionError, match="Invalid glob option --nofollow"):
+        evaluate(bad, {}, files=lambda p, f: "")
+    assert parse_error("hashFiles()").message == "Too few parameters supplied: 'hashFiles'"
 
 
 def test_trailing_comma_in_call_is_refused() -> None:

@@ -97,9 +97,18 @@ def test_allowed_contexts_apply_to_every_expression() -> None:
     assert error.offset == text.index("secrets")
 
 
-def test_hashfiles_in_a_template_is_refused() -> None:
-    error = split_error("key-${{ hashFiles('**/lock') }}")
-    assert error.message.startswith("hashFiles() is not supported by forge-ci")
+def test_hashfiles_in_a_template_needs_the_runners_files() -> None:
+    parts = split_template("key-${{ hashFiles('**/lock', 'x') }}")
+    seen: list[tuple[list[str], bool]] = []
+
+    def files(patterns: list[str], follow: bool) -> str:
+        seen.append((patterns, follow))
+        return "abc"
+
+    assert render_template(parts, {}, files=files) == "key-abc"
+    assert seen == [(["**/lock", "x"], False)]
+    with pytest.raises(ExpressionError, match="evaluated by the runner in a step"):
+        render_template(parts, {})
 
 
 CONTEXTS = {

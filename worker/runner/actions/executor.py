@@ -9,8 +9,9 @@
                     then the action's outputs are evaluated
 
 A node action that ran its ``main`` is remembered with its environment and state: its ``post``
-runs at the end of the job (:meth:`ActionSteps.run_post`), in reverse order, also after a
-failure, as a step of its own. Every spelling of ``runs.using`` (node12 ... node24) runs on the
+runs at the end of the job (:meth:`ActionSteps.hook`), in reverse order, also after a
+failure, a cancellation or the job's time limit (worker.runner.watchdog: the clean-up window),
+as a step of its own. Every spelling of ``runs.using`` (node12 ... node24) runs on the
 image's ``node``.
 """
 
@@ -27,7 +28,8 @@ from worker.runner.actions.inputs import InputError, build_inputs
 from worker.runner.actions.trees import ActionTrees, ActionUnavailable
 from worker.runner.evaluation import EvaluationError, condition_holds, continues_on_error, render
 from worker.runner.scripts import ProcessFailed, ScriptRunner
-from worker.runner.watchdog import Watchdog
+from worker.runner.stepenv import StepSetupError, with_secrets
+from worker.runner.watchdog import POST_GRACE, Watchdog
 
 
 class ActionFailed(Exception):
@@ -94,13 +96,14 @@ class ActionSteps:
             directory = self.host.trees.directory(action)
         except ActionUnavailable as exc:
             raise ActionFailed(str(exc)) from None
+        env, secrets = self.host.step_env(step, contexts)
         try:
-            inputs = build_inputs(action, step.inputs, contexts, where)
-        except InputError as exc:
+            # with: values may read secrets.NAME: the values just delivered to this step.
+            inputs = build_inputs(action, step.inputs, with_secrets(step, secrets, contexts), where)
+        except (InputError, StepSetupError) as exc:
             raise ActionFailed(str(exc)) from None
         for warning in inputs.warnings:
             self.host.scripts.uploader.write(self._log, "stderr", f"##[warning]{warning}\n")
-        env, secrets = self.host.step_env(step, contexts)
         extra = {
             **inputs.environment(),
             "GITHUB_ACTION": step.id,
@@ -134,6 +137,9 @@ class ActionSteps:
         result = self._node(directory, runs.main, env, secrets, extra, log_id, where)
         state = {**state, **result.state}
         self.ran[path] = Ran(action, directory, env, secrets, extra, state)
+        if runs.post:
+            # Its post step must still fit when the job reaches its time limit.
+            self.host.watchdog.reserve(POST_GRACE)
         outputs = dict(result.outputs)
         outcome = "success" if result.exit_code == 0 else "failure"
         return outcome, result.exit_code, outputs
@@ -175,7 +181,7 @@ class ActionSteps:
             return {**outer, "inputs": inputs, "steps": local}
 
         for inner in action.metadata.runs.steps:
-            if self.host.watchdog.stopped.is_set():
+            if self.host.watchdog.halted():
                 return "cancelled", -1, {}
             where = f"step {'/'.join((*path, inner.id))}"
             status = "failure" if (failed or self.host.failed) else "success"
