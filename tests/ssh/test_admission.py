@@ -18,6 +18,7 @@ import pytest
 from forge_ci.settings import Settings
 from ssh import admission
 from ssh.admission import Admission, Limits
+from ssh.server import SshServer
 from tests.ssh.conftest import MakeClient, start_server
 
 
@@ -96,31 +97,39 @@ def greeted(sock: socket.socket) -> bool:
 
 
 @pytest.fixture
-def small_server(world: Settings) -> Iterator[tuple[str, int]]:
+def small_server(world: Settings) -> Iterator[SshServer]:
     # 16 in all: random drops from 4 startups, 8 at most, 3 per address; 30 s to authenticate.
     settings = dataclasses.replace(world, ssh_max_connections=16, ssh_auth_timeout=30.0)
     server, thread = start_server(settings)
-    yield server.address
+    yield server
     server.close(grace=1)
     thread.join(10)
 
 
 def test_one_address_holds_only_its_share_of_startups(
-    small_server: tuple[str, int], world: Settings, client_for: MakeClient, keys: dict[str, Path]
+    small_server: SshServer, world: Settings, client_for: MakeClient, keys: dict[str, Path]
 ) -> None:
-    held = [idle_connection("127.0.0.2", small_server) for _ in range(12)]
+    address = small_server.address
+    held = [idle_connection("127.0.0.2", address) for _ in range(12)]
     try:
         answers = [greeted(sock) for sock in held]
         assert answers.count(True) == 3, answers
         # One address holds less than `start`: alice's startups are never dropped at random, and
         # an authenticated session is not a startup: alice is in despite the flood.
-        transport = paramiko.Transport(small_server)
+        transport = paramiko.Transport(address)
         transport.start_client(timeout=10)
         transport.auth_publickey(
             "git", paramiko.Ed25519Key.from_private_key_file(str(keys["alice"]))
         )
         assert transport.is_authenticated()
-        alice = client_for("alice", small_server[1])
+        # A key proved and a channel opened: a session now, no longer a startup.
+        transport.open_session(timeout=10)
+        gate = small_server.admission
+        deadline = time.monotonic() + 10
+        while gate.counts != (3, 1) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gate.counts == (3, 1)
+        alice = client_for("alice", address[1])
         work = alice.work_tree()
         alice.push(work, "main")
         transport.close()
@@ -131,19 +140,20 @@ def test_one_address_holds_only_its_share_of_startups(
 
 @pytest.mark.slow
 def test_a_push_gets_in_through_a_flood_of_idle_connections_from_many_addresses(
-    small_server: tuple[str, int], client_for: MakeClient
+    small_server: SshServer, client_for: MakeClient
 ) -> None:
+    address = small_server.address
     """Before: 16 idle connections filled every slot for ssh_auth_timeout (30 s)."""
     held: list[socket.socket] = []
     try:
         for round_ in range(3):
             for n in range(2, 22):
-                held.append(idle_connection(f"127.0.{round_}.{n}", small_server))
+                held.append(idle_connection(f"127.0.{round_}.{n}", address))
         answers = [greeted(sock) for sock in held]
         # Never more than `full` startups at once, although 60 came from 60 addresses.
         assert 1 <= answers.count(True) <= 8, answers
         time.sleep(admission.MIN_AGE + 0.2)
-        alice = client_for("alice", small_server[1])
+        alice = client_for("alice", address[1])
         work = alice.work_tree()
         for message in ("second", "third"):
             alice.commit(work, message)
