@@ -82,6 +82,8 @@ class Settings:
     #: Where ``uses: OWNER/REPO@REF`` is looked for after the forge's own repository of that
     #: name, in order (``<source>/<OWNER>/<REPO>``); empty: only the forge (``none``).
     action_sources: tuple[str, ...] = ("https://github.com",)
+    #: File holding the bearer token that ``GET /-/metrics`` requires; None: metrics are off.
+    metrics_token_file: Path | None = None
     #: ``forge-ci provider run``'s egress policy unless its flags say otherwise (forge_ci.egress).
     provider_egress: str = DEFAULT_MODE
     provider_egress_allow: tuple[str, ...] = ()
@@ -158,6 +160,7 @@ _ENV = {
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
     "lease_seconds": "FORGE_CI_LEASE_SECONDS",
     "action_sources": "FORGE_CI_ACTION_SOURCES",
+    "metrics_token_file": "FORGE_CI_METRICS_TOKEN_FILE",
     "provider_egress": "FORGE_CI_PROVIDER_EGRESS",
     "provider_egress_allow": "FORGE_CI_PROVIDER_EGRESS_ALLOW",
 }
@@ -316,6 +319,9 @@ def load_settings(
         ),
         lease_seconds=_lease_seconds(raw.get("lease_seconds", 60)),
         action_sources=parse_action_sources(raw.get("action_sources", "https://github.com")),
+        metrics_token_file=(
+            Path(str(raw["metrics_token_file"])) if raw.get("metrics_token_file") else None
+        ),
         **_egress(raw),
         test_faults=parse_test_faults(environ),
     )

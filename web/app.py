@@ -28,7 +28,7 @@ from forge_ci.errors import ConfigurationError
 from forge_ci.settings import Settings
 from web import auth, csrf, errors, present, routing, storage
 from web.runner_api import register_runner_api
-from web.views import admin, health, live, pipelines, providers, repositories, runs
+from web.views import admin, health, live, metrics, pipelines, providers, repositories, runs
 from web.views import settings as settings_pages
 
 SESSION_LIFETIME = timedelta(days=14)
@@ -106,6 +106,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
     app.register_blueprint(admin.blueprint)
     app.register_blueprint(providers.blueprint)
     app.register_blueprint(health.blueprint)
+    app.register_blueprint(metrics.blueprint)
     app.register_blueprint(repositories.blueprint)
     app.register_blueprint(pipelines.blueprint)
     app.register_blueprint(runs.blueprint)

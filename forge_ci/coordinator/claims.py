@@ -6,9 +6,11 @@ transition of that repository takes, with ``FOR UPDATE SKIP LOCKED``)::
 
     authenticate provider ─► replay? (same request_id: same attempt, lease not extended)
       ─► active, not waiting out a provider-change cancellation?
-      ─► repositories with queued jobs in the provider's scope, least recently served first
-      ─► per repository, oldest queued job first: labels ⊆ provider labels, requester still
-         authorized (else the job is cancelled), secrets deliverable (else the job fails)
+      ─► repositories with queued jobs in the provider's scope whose labels ⊆ provider labels,
+         least recently served first (read from ``job_queue_counts``: a few rows whatever the
+         queue's depth; see forge_ci/models/queue.py)
+      ─► per repository, oldest queued job first (``job_queue``, one index seek): requester
+         still authorized (else the job is cancelled), secrets deliverable (else it fails)
       ─► attempt leased for 60 s (the lease setting), job running, steps pending, assignment built
 
 Fairness: a repository that was served least recently goes first, so one repository with a
@@ -36,17 +38,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, exists, func, or_, select
+from sqlalchemy import Select, and_, exists, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.coordinator import secrets
+from forge_ci.coordinator.assignments import build_assignment
 from forge_ci.coordinator.attempts import reconcile, requester_refusal
-from forge_ci.coordinator.contexts import github_context
 from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
-from forge_ci.coordinator.leases import LEASE, refresh_next_check, to_ms
+from forge_ci.coordinator.leases import LEASE, refresh_next_check
 from forge_ci.coordinator.logs import MASKERS
 from forge_ci.coordinator.providers import authenticate_provider
 from forge_ci.db import SessionScope, begin_write, is_sqlite
@@ -58,41 +60,26 @@ from forge_ci.models import (
     ProviderGrant,
     QueueCount,
     QueuedJob,
-    Run,
     RunSequence,
     utcnow,
 )
 from forge_ci.models.queue import key_labels
 from forge_ci.protocol import (
-    API_PREFIX,
-    Action,
     Assignment,
-    AssignmentStep,
     ClaimRequest,
     hook_steps,
 )
-from forge_ci.runs.actions import job_action_keys
-from forge_ci.runs.scheduling import RunGraph, complete_job, request_job_cancel, start_job
-from forge_ci.secrets.policy import variables_for
+from forge_ci.runs.scheduling import complete_job, request_job_cancel, start_job
 
 CONTACT_INTERVAL = timedelta(seconds=10)
 #: Queued jobs looked at per repository and claim (oldest first).
 JOB_BATCH = 200
+#: Queued jobs read first (each further one costs only when these were all refused).
+FIRST_LOOK = 4
 DEFAULT_TIMEOUT_MINUTES = 360
 #: Claim transactions one call may use (retry races, busy repositories) before answering null.
 MAX_ROUNDS = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def source_archive_path(attempt_id: int) -> str:
-    """Where the runner fetches the pinned commit's tar snapshot (served by the runner API)."""
-    return f"{API_PREFIX}/attempts/{attempt_id}/source.tar"
-
-
-def reads_contents(plan_job: dict[str, Any]) -> bool:
-    """Whether a planned job may read the source (``permissions: {contents: read}``)."""
-    permissions = plan_job.get("permissions") or {}
-    return bool(permissions.get("contents", "read") == "read")
 
 
 @dataclass
@@ -102,104 +89,6 @@ class ClaimOutcome:
     assignment: Assignment | None
     #: PostgreSQL: repositories skipped because other claimers held them.
     busy_repositories: list[int] = field(default_factory=list)
-
-
-# --- Assignments ---------------------------------------------------------------------------------
-
-
-def action_archive_path(attempt_id: int, index: int) -> str:
-    """Where the runner fetches the tree of the run's ``index``-th action (sorted by key)."""
-    return f"{API_PREFIX}/attempts/{attempt_id}/actions/{index}.tar"
-
-
-def wire_actions(run: Run, attempt_id: int, keys: list[str]) -> dict[str, Action]:
-    """The assignment's ``actions``: the snapshot's entries for ``keys``, with archive paths."""
-    entries = (run.actions or {}).get("actions") or {}
-    ordered = sorted(entries)
-    result: dict[str, Action] = {}
-    for key in keys:
-        entry = entries[key]
-        result[key] = Action.from_json(
-            {
-                "reference": entry["reference"],
-                "repository": entry["repository"],
-                "commit": entry["commit"],
-                "path": entry["path"],
-                "archive_path": action_archive_path(attempt_id, ordered.index(key)),
-                "metadata": entry["metadata"],
-            },
-            f"actions[{key!r}]",
-        )
-    return result
-
-
-def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -> AssignmentStep:
-    return AssignmentStep(
-        id=str(step["id"]),
-        name=step.get("name") or str(step["id"]),
-        uses=step.get("uses") or "",
-        run=step.get("run") or "",
-        shell=step.get("shell") or "",
-        working_directory=step.get("working_directory") or "",
-        env=dict(step.get("env") or {}),
-        condition=step.get("if") or "success()",
-        continue_on_error=step.get("continue_on_error", False),
-        timeout_minutes=step.get("timeout_minutes") or 0,
-        action=(references or {}).get(step.get("uses") or "", ""),
-        inputs=dict(step.get("with") or {}),
-    )
-
-
-def build_assignment(
-    session: Session,
-    attempt: Attempt,
-    job: Job,
-    run: Run,
-    now: datetime,
-    attempt_token: str,
-) -> Assignment:
-    """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
-
-    It names secrets but holds no value: the runner asks for a started step's values.
-    """
-    from forge_ci.runs.event_payload import run_inputs
-
-    plan_job = job.definition()
-    steps = list(plan_job.get("steps", []))
-    references = dict((run.actions or {}).get("references") or {})
-    actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
-    needs: dict[str, Any] = {}
-    if job.needs:
-        graph = RunGraph(session, run)
-        needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
-    return Assignment(
-        attempt_id=attempt.id,
-        attempt_number=attempt.number,
-        state=attempt.state,
-        run_id=run.id,
-        run_number=run.number,
-        job_id=job.id,
-        job_key=job.key,
-        job_workflow_id=job.job_id,
-        job_name=job.name,
-        timeout_minutes=attempt.timeout_minutes,
-        steps=tuple(_wire_step(step, references) for step in steps),
-        outputs=dict(plan_job.get("outputs") or {}),
-        contexts={
-            "github": github_context(run, job, attempt, job_token(attempt_token)),
-            "matrix": plan_job.get("matrix"),
-            "strategy": plan_job.get("strategy"),
-            "needs": needs,
-            "inputs": run_inputs(run.context),
-            # Current values (like secrets): a rerun sees the variables as they are now.
-            "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
-        },
-        source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
-        actions=actions,
-        lease_deadline_ms=to_ms(attempt.lease_expires_at),
-        job_deadline_ms=to_ms(attempt.job_deadline_at),
-        server_time_ms=to_ms(now),
-    )
 
 
 # --- One claim transaction -----------------------------------------------------------------------
@@ -330,24 +219,39 @@ def _touch(session: Session, provider: Provider, now: datetime, egress_policy: s
         session.flush()
 
 
-def _waiting_out_cancellation(
-    session: Session, provider: Provider, now: datetime
-) -> tuple[bool, bool]:
-    """A provider whose own change cancelled its work claims nothing until that work ended.
-
-    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+def _own_attempts(
+    session: Session, provider: Provider, request_id: str
+) -> tuple[Attempt | None, list[Attempt]]:
+    """Locked, in one statement: the attempt of this ``request_id`` (a replay) if any, and the
+    provider's unended attempts cancelled by its own change (see ``_waiting_out_cancellation``).
     """
-    pending = session.scalars(
+    rows = session.scalars(
         select(Attempt)
         .where(
             Attempt.provider_id == provider.id,
-            Attempt.state != states.COMPLETED,
-            Attempt.cancelled_by_provider_change.is_(True),
+            or_(
+                Attempt.request_id == request_id,
+                and_(
+                    Attempt.state != states.COMPLETED,
+                    Attempt.cancelled_by_provider_change.is_(True),
+                ),
+            ),
         )
         .order_by(Attempt.id)
         .with_for_update()
         .execution_options(populate_existing=True)
     ).all()
+    previous = next((row for row in rows if row.request_id == request_id), None)
+    return previous, [row for row in rows if row is not previous]
+
+
+def _waiting_out_cancellation(
+    session: Session, pending: list[Attempt], now: datetime
+) -> tuple[bool, bool]:
+    """A provider whose own change cancelled its work claims nothing until that work ended.
+
+    Returns (still waiting, reconciled any): ending an attempt takes its repository's lock.
+    """
     for attempt in pending:
         reconcile(session, attempt, now)
     return any(attempt.state != states.COMPLETED for attempt in pending), bool(pending)
@@ -404,21 +308,25 @@ def _add_steps(
         rows.append((str(step["id"]), as_written(name) or str(step["id"])))
     pre, post = hook_steps(assignment.steps, assignment.actions)
     rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
-    # Added beside the attempt, not through ``attempt.steps`` (that would load the collection).
-    session.add_all(
-        AttemptStep(
-            attempt_id=attempt.id,
-            position=position,
-            step_id=step_id,
-            name=name,
-            state=states.PENDING,
-        )
-        for position, (step_id, name) in enumerate(rows)
+    # One multi-row INSERT beside the attempt (through ``attempt.steps`` it would load the
+    # collection and insert row by row).
+    session.execute(
+        insert(AttemptStep),
+        [
+            {
+                "attempt_id": attempt.id,
+                "position": position,
+                "step_id": step_id,
+                "name": name,
+                "state": states.PENDING,
+            }
+            for position, (step_id, name) in enumerate(rows)
+        ],
     )
 
 
-def _queued_in(session: Session, candidate: Candidate) -> list[int]:
-    """The candidate's queued job ids the provider may take, oldest first (index seeks)."""
+def _queued_in(session: Session, candidate: Candidate, limit: int) -> list[int]:
+    """The candidate's first ``limit`` queued job ids the provider may take, oldest first."""
     rows: list[Any] = []
     for key in candidate.label_keys:
         rows.extend(
@@ -426,11 +334,23 @@ def _queued_in(session: Session, candidate: Candidate) -> list[int]:
                 select(QueuedJob.queued_at, QueuedJob.job_id)
                 .where(QueuedJob.repository_id == candidate.repository_id, QueuedJob.labels == key)
                 .order_by(QueuedJob.queued_at, QueuedJob.job_id)
-                .limit(JOB_BATCH)
+                .limit(limit)
             )
         )
     rows.sort(key=lambda row: (row.queued_at, row.job_id))
-    return [row.job_id for row in rows[:JOB_BATCH]]
+    return [row.job_id for row in rows[:limit]]
+
+
+def _candidate_jobs(session: Session, candidate: Candidate) -> Iterator[int]:
+    """Queued job ids oldest first: a few (the first one is almost always taken), then more."""
+    seen: set[int] = set()
+    for limit in (FIRST_LOOK, JOB_BATCH):
+        for job_id in _queued_in(session, candidate, limit):
+            if job_id not in seen:
+                seen.add(job_id)
+                yield job_id
+        if len(seen) < limit:
+            return
 
 
 def _claim_in_repository(
@@ -444,7 +364,7 @@ def _claim_in_repository(
     lease: timedelta,
 ) -> Assignment | None:
     refusals: dict[int, str | None] = {}
-    for job_id in _queued_in(session, candidate):
+    for job_id in _candidate_jobs(session, candidate):
         job = session.get(Job, job_id)
         if job is None or job.state != states.QUEUED:
             continue  # decided earlier in this transaction (a sibling's cancellation)
@@ -482,19 +402,14 @@ def claim_once(
             .where(Provider.id == provider.id)
             .with_for_update(read=True, key_share=True)
         )
-    previous = session.scalar(
-        select(Attempt)
-        .where(Attempt.provider_id == provider.id, Attempt.request_id == request.request_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    previous, pending = _own_attempts(session, provider, request.request_id)
     if previous is not None:
         return ClaimOutcome(_replay(session, previous, request, now))
     digest = _check_fresh_token(session, provider, request.attempt_token)
     _touch(session, provider, now, request.egress_policy)
     if provider.state != "active":
         return ClaimOutcome(None)
-    waiting, holding = _waiting_out_cancellation(session, provider, now)
+    waiting, holding = _waiting_out_cancellation(session, pending, now)
     if waiting:
         return ClaimOutcome(None)
     if wait_for_repository is not None:
@@ -536,26 +451,23 @@ def _nothing_to_claim(
     is due, a provider waiting out a cancellation, or any queued job it might take.
     """
     provider = authenticate_provider(session, token)
-    replay = session.scalar(
-        select(Attempt.id).where(
-            Attempt.provider_id == provider.id, Attempt.request_id == request.request_id
-        )
-    )
-    if replay is not None:
-        return False
     if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
+        return False
+    needs_writer = [Attempt.request_id == request.request_id]  # a replay
+    if provider.state == "active":  # waiting out a cancellation
+        needs_writer.append(
+            and_(
+                Attempt.state != states.COMPLETED,
+                Attempt.cancelled_by_provider_change.is_(True),
+            )
+        )
+    replay_or_waiting = session.scalar(
+        select(Attempt.id).where(Attempt.provider_id == provider.id, or_(*needs_writer)).limit(1)
+    )
+    if replay_or_waiting is not None:
         return False
     if provider.state != "active":
         return True
-    waiting = session.scalar(
-        select(Attempt.id).where(
-            Attempt.provider_id == provider.id,
-            Attempt.state != states.COMPLETED,
-            Attempt.cancelled_by_provider_change.is_(True),
-        )
-    )
-    if waiting is not None:
-        return False
     labels = provider.label_set
     keys = session.scalars(
         _claimable_counts(provider).with_only_columns(QueueCount.labels).distinct()

@@ -34,8 +34,8 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 from sqlalchemy.orm import Session
 
+from forge_ci.coordinator.assignments import reads_contents
 from forge_ci.coordinator.attempts import running_job
-from forge_ci.coordinator.claims import reads_contents
 from forge_ci.coordinator.errors import SourceNotPermitted, SourceRefused
 from forge_ci.gitstore import clean_git_environment, repository_path
 from forge_ci.models import Attempt, Repository

@@ -10,6 +10,10 @@ ref it was read from, or ``""`` for the run's own commit), so that::
     v1, refs/tags/v1           -> the tag's commit now      actions/checkout does, then tags)
     anything else              -> run creation fails: only this repository's branches and tags
 
+A ref with expressions (``${{ github.ref }}``, ``${{ matrix.branch }}``,
+``${{ github.event.pull_request.head.sha }}``) is evaluated first, from the run's snapshot
+(github, inputs, vars) and the job's matrix and strategy; an empty result is the run's commit.
+
 Every commit other than the run's own is pinned under ``<run pin>-checkout-<sha>`` (same
 namespace and lifetime as the run pin, see :mod:`forge_ci.runs.pins`), so moving or deleting
 the branch or tag, force-pushes and ``git gc`` never change what the job checks out. A rerun
@@ -61,12 +65,37 @@ def resolve_checkouts(
             continue
         inputs = step.setdefault("with", {})
         written = str(inputs.get("ref") or "")
+        if "${{" in written:
+            written = _evaluated(written, definition, plan, job_key, str(step["id"]))
         sha, full = _resolve(git, written, definition.sha, repository, job_key, str(step["id"]))
         inputs["ref"] = sha
         step[RESOLVED_KEY] = full
     from forge_ci.workflow import plan_digest
 
     return dataclasses.replace(definition, plan=plan, plan_digest=plan_digest(plan))
+
+
+def _evaluated(
+    written: str, definition: RunDefinition, plan: dict[str, Any], job_key: str, step: str
+) -> str:
+    """A ``with.ref`` template's text now, from the run's snapshot and the job's matrix."""
+    from forge_ci.runs.event_payload import queue_contexts
+    from forge_ci.workflow.expressions import ExpressionError, render_template, split_template
+
+    jobs: list[dict[str, Any]] = plan.get("jobs", [])
+    job: dict[str, Any] = next((j for j in jobs if str(j.get("key")) == job_key), {})
+    contexts = {
+        **queue_contexts(definition.context),
+        "matrix": job.get("matrix") or {},
+        "strategy": job.get("strategy") or {},
+    }
+    try:
+        return render_template(split_template(written), contexts).strip()
+    except ExpressionError as exc:
+        raise InvalidInput(
+            f"{definition_where(job_key, step)}: with.ref {written!r} cannot be evaluated: "
+            f"{exc.message}"
+        ) from None
 
 
 def _resolve(

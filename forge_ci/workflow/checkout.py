@@ -13,9 +13,12 @@ the plan's ``with`` object, which always carries every key::
     fetch-tags    "false" also fetch the tags on the fetched history (fetch-depth 0 always does)
 
 ``persist-credentials`` is accepted and kept in ``with`` only when written (there are no
-credentials to persist; the runner says so in the step's log), ``submodules`` and
-``lfs`` only as false, ``sparse-checkout`` is refused, and every other input is refused with the
-list of supported ones. Values are literal: expressions are not evaluated in checkout inputs.
+credentials to persist; the runner says so in the step's log), ``submodules: true`` and
+``recursive`` with a notice (the run's source carries no submodule contents), ``token`` with a
+notice (never evaluated: no credentials are needed), ``lfs`` only as false, ``sparse-checkout``
+is refused, and every other input is refused with the
+list of supported ones. Values are literal, but for ``ref``, which may use the contexts known when
+the run is created.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, describe, is_null
-from forge_ci.workflow.templates import ExpressionChecker
+from forge_ci.workflow.templates import STEP_CONTEXTS, ExpressionChecker, Scope
 
 DEFAULTS = {
     "fetch-depth": "1",
@@ -36,8 +39,17 @@ DEFAULTS = {
 #: Accepted as written, with no effect.
 ACCEPTED = ("persist-credentials",)
 #: Accepted only as false.
-ONLY_FALSE = ("submodules", "lfs")
-SUPPORTED = (*DEFAULTS, *ACCEPTED, *ONLY_FALSE)
+ONLY_FALSE = ("lfs",)
+#: Accepted with a notice and never evaluated: the checkout needs no credentials.
+UNUSED = ("token",)
+SUPPORTED = (*DEFAULTS, *ACCEPTED, "submodules", *UNUSED, *ONLY_FALSE)
+TOKEN_NOTICE = (
+    "with.token is not used: the built-in checkout reads the run's own repository, "
+    "which needs no credentials"
+)
+SUBMODULES_NOTICE = (
+    "with.submodules: submodules are not checked out on forge-ci; their folders stay empty"
+)
 MAX_FETCH_DEPTH = 1_000_000
 MAX_PATH_LENGTH = 255
 _BOOLEANS = {
@@ -58,10 +70,22 @@ def supported_list() -> str:
     return ", ".join(SUPPORTED)
 
 
+#: What ``with.ref`` may read: it is evaluated and pinned when the run is created.
+REF_CONTEXTS = frozenset({"github", "inputs", "vars", "matrix", "strategy"})
+
+
 def parse_checkout_with(
-    uses: str, node: Node | None, checker: ExpressionChecker, problems: Problems
+    uses: str,
+    node: Node | None,
+    checker: ExpressionChecker,
+    problems: Problems,
+    scope: Scope | None = None,
 ) -> dict[str, str]:
-    """The normalized inputs of one checkout step (``node`` is its ``with``, or None)."""
+    """The normalized inputs of one checkout step (``node`` is its ``with``, or None).
+
+    ``with.ref`` may hold expressions over :data:`REF_CONTEXTS` (``scope`` gives the job's
+    matrix keys); it is kept as written and evaluated at run creation
+    (forge_ci.runs.checkouts), where the ref it names is pinned."""
     inputs = dict(DEFAULTS)
     if node is None:
         return inputs
@@ -78,6 +102,21 @@ def parse_checkout_with(
         if name not in SUPPORTED:
             problems.at(key, _refusal(uses, name, problems))
             continue
+        if name in UNUSED:
+            if isinstance(value, Scalar) and "${{" in value.value:
+                every = (scope or Scope(name, frozenset())).narrowed(
+                    f"with.{name}", STEP_CONTEXTS, any_secret=True
+                )
+                checker.template(value, every)  # checked, never evaluated
+            problems.notice(value, TOKEN_NOTICE)
+            continue
+        if name == "ref" and isinstance(value, Scalar) and "${{" in value.value:
+            ref_scope = (scope or Scope("with.ref", REF_CONTEXTS)).narrowed(
+                "with.ref", REF_CONTEXTS
+            )
+            if checker.template(value, ref_scope) is not None:
+                inputs[name] = value.value
+            continue
         text = _text(value, name, checker, problems)
         if text is None:
             continue
@@ -85,6 +124,16 @@ def parse_checkout_with(
             flag = _boolean(value, text, name, problems)
             if flag is not None:
                 inputs[name] = "true" if flag else "false"  # the runner shows a notice
+        elif name == "submodules":
+            if text.strip() not in _BOOLEANS and text.strip() != "recursive":
+                problems.at(
+                    value, f"with.submodules must be true, false or recursive, not {text!r}"
+                )
+            elif text.strip() != "recursive" and not _BOOLEANS[text.strip()]:
+                pass
+            else:
+                # Accepted and visibly not done: the run's source has no submodule contents.
+                problems.notice(value, SUBMODULES_NOTICE)
         elif name in ONLY_FALSE:
             if _BOOLEANS.get(text.strip(), True):
                 problems.at(
@@ -118,7 +167,7 @@ def parse_checkout_with(
 def _refusal(uses: str, name: str, problems: Problems) -> str:
     if name == "sparse-checkout" or name == "sparse-checkout-cone-mode":
         why = "sparse checkouts are not supported; the whole tree is checked out"
-    elif name in ("repository", "token", "ssh-key", "ssh-known-hosts", "ssh-strict", "ssh-user"):
+    elif name in ("repository", "ssh-key", "ssh-known-hosts", "ssh-strict", "ssh-user"):
         why = "the checkout reads only the run's own repository, with no credentials"
     else:
         why = "the built-in checkout does not know it"

@@ -20,7 +20,23 @@ from forge_ci.workflow.nodes import Mapping, Node, describe
 from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
 from forge_ci.workflow.values import string
 
-SHELLS = ("bash", "sh")
+#: GitHub's shell names (compared without regard to case); any other shell is a command
+#: template with ``{0}`` for the script file (``bash -l {0}``), run by the runner as written.
+SHELLS = ("bash", "sh", "python", "pwsh", "powershell", "cmd")
+#: Shells that expand ``${NAME}``: untrusted values may reach their scripts as variables.
+POSIX_SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
+MAX_SHELL_LENGTH = 200
+
+
+def is_posix_shell(shell: str | None) -> bool:
+    """Whether the resolved ``shell`` (None: the default, bash) reads ``${NAME}`` as a variable."""
+    if not shell:
+        return True
+    if "{0}" not in shell:
+        return shell in ("bash", "sh")
+    program = shell.split()[0].rsplit("/", 1)[-1]
+    return program in POSIX_SHELLS
+
 
 _DRIVE = re.compile(r"[A-Za-z]:")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -64,15 +80,21 @@ def working_directory_problem(path: str) -> str | None:
 
 
 def shell(node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
-    """A ``shell`` value: bash or sh, written literally."""
+    """A ``shell`` value (literal): one of :data:`SHELLS` or a command template with ``{0}``."""
     scalar = string(node, "shell", problems)
     text = checker.literal(scalar, "shell") if scalar is not None else None
     if scalar is None or text is None:
         return None
-    if text not in SHELLS:
-        problems.at(scalar, f"shell '{text}' is not supported; use bash or sh")
+    if text.lower() in SHELLS:
+        return text.lower()
+    if "{0}" not in text or len(text) > MAX_SHELL_LENGTH or _CONTROL.search(text):
+        problems.at(
+            scalar,
+            f"shell '{text[:60]}' is not supported; use {', '.join(SHELLS)} or a command with "
+            f"{{0}} for the script (like bash -l {{0}}), at most {MAX_SHELL_LENGTH} characters",
+        )
         return None
-    return text
+    return text.strip()
 
 
 def working_directory(

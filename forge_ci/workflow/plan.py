@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
-from forge_ci.workflow.defaults import RunDefaults, working_directory_problem
+from forge_ci.workflow.defaults import RunDefaults, is_posix_shell, working_directory_problem
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
@@ -200,6 +200,13 @@ class PlanBuilder:
         env.update(generated)
         env.update(secret_holders(env))
         resolved = defaults.under(RunDefaults(step.shell, step.working_directory))
+        if generated and not is_posix_shell(resolved.shell):
+            self._report(
+                step.run,
+                f"run: shell {resolved.shell} cannot read the values forge-ci passes as "
+                "variables (untrusted contexts and secrets); give them to the script through "
+                "env and read them from the environment",
+            )
         return {
             "id": step.id,
             "generated_id": step.generated_id,

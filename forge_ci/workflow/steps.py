@@ -50,7 +50,7 @@ STEP_KEYS = (
     "continue-on-error",
     "timeout-minutes",
 )
-CHECKOUT_KEYS = ("id", "name", "uses", "timeout-minutes", "with")
+CHECKOUT_KEYS = ("id", "name", "uses", "if", "timeout-minutes", "with")
 ACTION_KEYS = (
     "id",
     "name",
@@ -234,7 +234,9 @@ def _step(
     if uses_node is not None:
         uses, action = _uses(uses_node, checker, problems)
         if uses is not None:
-            checkout_inputs = parse_checkout_with(uses, node.get("with"), checker, problems)
+            checkout_inputs = parse_checkout_with(
+                uses, node.get("with"), checker, problems, job_scope
+            )
     for key, _ in node.items:
         written = key.value
         if written in STEP_KEYS:
@@ -296,11 +298,6 @@ def _step(
         if "env" in node:
             env_scope = scope("step env", _STEP_CONTEXTS, whole_secret=True, any_secret=True)
             env = parse_env(node["env"], env_scope, checker, problems)
-        if "if" in node:
-            found = _condition(
-                node["if"], scope("a step's if", _STEP_CONTEXTS, conditions=True), checker, problems
-            )
-            condition = found or condition
         if "continue-on-error" in node:
             value = _continue_on_error(
                 node["continue-on-error"],
@@ -309,6 +306,12 @@ def _step(
                 problems,
             )
             continue_on_error = value if value is not None else False
+    if "if" in node:
+        # The checkout's if too: a skipped checkout leaves the workspace empty, as on GitHub.
+        found = _condition(
+            node["if"], scope("a step's if", _STEP_CONTEXTS, conditions=True), checker, problems
+        )
+        condition = found or condition
     if len(problems) != before:
         return None
     return Step(

@@ -86,3 +86,72 @@ def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(sqlite_db_ur
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
     finally:
         engine.dispose()
+
+
+def test_the_claim_queue_is_filled_from_the_jobs_queued_before_it(empty_db_url: str) -> None:
+    """0007_claims: jobs queued at upgrade time are in job_queue and counted; others are not."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import insert, select
+
+    from forge_ci.migrations import _config
+    from forge_ci.models import Job, QueueCount, QueuedJob, Repository, Run, User
+    from forge_ci.models.queue import label_key
+    from forge_ci_testing.seeding import run_row
+
+    engine = create_db_engine(empty_db_url)
+    try:
+        before = ScriptDirectory.from_config(_config(engine)).get_revision("0007_claims")
+        upgrade(engine, str(before.down_revision))
+        users, repositories = User.__table__, Repository.__table__
+        with engine.begin() as conn:  # Core statements: the models' bookkeeping does not run
+            user = conn.execute(
+                insert(users).values(name="alice").returning(users.c.id)
+            ).scalar_one()
+            repository = conn.execute(
+                insert(repositories).values(owner_id=user, name="app").returning(repositories.c.id)
+            ).scalar_one()
+            run = conn.execute(
+                insert(Run.__table__)
+                .values(**run_row(repository, 1, user, {"version": 1, "jobs": []}))
+                .returning(Run.__table__.c.id)
+            ).scalar_one()
+            now = run_row(repository, 1, user, {})["created_at"]
+            jobs = [
+                ("queued", [" Linux", "self-hosted"]),
+                ("queued", ["self-hosted", "linux"]),
+                ("waiting", ["self-hosted", "linux"]),
+                ("running", ["self-hosted", "linux"]),
+            ]
+            conn.execute(
+                insert(Job.__table__),
+                [
+                    {
+                        "run_id": run,
+                        "position": i,
+                        "key": f"j{i}",
+                        "job_id": f"j{i}",
+                        "name": f"j{i}",
+                        "needs": [],
+                        "runs_on": runs_on,
+                        "state": state,
+                        "created_at": now,
+                        "queued_at": now,
+                    }
+                    for i, (state, runs_on) in enumerate(jobs)
+                ],
+            )
+        upgrade(engine)
+        with engine.connect() as conn:
+            queued = conn.execute(select(Job.id).where(Job.state == "queued")).scalars().all()
+            assert sorted(conn.execute(select(QueuedJob.job_id)).scalars()) == sorted(queued)
+            assert set(conn.execute(select(QueuedJob.labels)).scalars()) == {
+                label_key(["linux", "self-hosted"])
+            }
+            counts = conn.execute(
+                select(QueueCount.repository_id, QueueCount.labels, QueueCount.queued)
+            ).all()
+            assert [tuple(row) for row in counts] == [
+                (repository, label_key(["linux", "self-hosted"]), 2)
+            ]
+    finally:
+        engine.dispose()

@@ -49,6 +49,30 @@ def test_every_supported_input_is_normalized(plan_of: PlanOf) -> None:
     assert checkout_with(plan_of, "  fetch-depth: '25'\n  ref:\n")["fetch-depth"] == "25"
 
 
+def test_submodules_are_accepted_with_a_notice_and_refs_keep_their_expressions(
+    plan_of: PlanOf,
+) -> None:
+    from forge_ci.workflow import parse_workflow
+
+    text = steps(
+        "uses: actions/checkout@v4\nwith:\n  submodules: recursive\n"
+        "  ref: ${{ github.event.pull_request.head.sha || github.ref }}\n"
+        "  token: ${{ secrets.PAT || github.token }}"
+    )
+    workflow = parse_workflow(text)
+    assert [n.message for n in workflow.notices] == [
+        "with.submodules: submodules are not checked out on forge-ci; their folders stay empty",
+        "with.token is not used: the built-in checkout reads the run's own repository, which "
+        "needs no credentials",
+    ]
+    # The token is never evaluated, so its secret is not asked for.
+    (step,) = plan_steps(plan_of(text))
+    assert "token" not in step["with"] and step["env"] == {}
+    inputs = checkout_with(plan_of, "  ref: ${{ github.head_ref }}\n  submodules: false\n")
+    assert inputs["ref"] == "${{ github.head_ref }}"  # evaluated and pinned at run creation
+    assert "submodules" not in inputs
+
+
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
@@ -57,18 +81,21 @@ def test_every_supported_input_is_normalized(plan_of: PlanOf) -> None:
         ("  fetch-depth: 1000001", "up to 1000000"),
         ("  clean: yes", "with.clean must be true or false, not 'yes'"),
         ("  fetch-tags: 1", "with.fetch-tags must be true or false"),
-        ("  submodules: recursive", "takes only submodules: false"),
-        ("  submodules: true", "takes only submodules: false"),
+        ("  submodules: maybe", "with.submodules must be true, false or recursive"),
         ("  lfs: true", "takes only lfs: false"),
         ("  sparse-checkout: src", "sparse checkouts are not supported"),
         ("  repository: other/repo", "reads only the run's own repository"),
-        ("  token: ${{ secrets.PAT }}", "with.token is not supported"),
+        ("  ssh-key: ${{ secrets.KEY }}", "with.ssh-key is not supported"),
+        ("  token: ${{ secrets }}", "name one secret, like secrets.NAME"),
         ("  fetch_depth: 0", 'did you mean "fetch-depth"?'),
         ("  path: ../up", "must stay inside the workspace"),
         ("  path: /abs", "must be relative to the workspace"),
         ("  path: .home/x", "is reserved"),
         ("  path: a/.git", "must not name a .git directory"),
-        ("  ref: ${{ github.ref }}", "expressions are not allowed in with.ref"),
+        ("  ref: ${{ steps.x.outputs.ref }}", "the steps context is not available in with.ref"),
+        ("  ref: ${{ env.REF }}", "the env context is not available in with.ref"),
+        ("  ref: ${{ matrix.branch }}", "the matrix context is only available in a job with"),
+        ("  path: ${{ github.ref }}", "expressions are not allowed in with.path"),
         ("  ref: 'a b'", "is not a valid branch, tag or commit name"),
         ("  ref: main..x", "is not a valid branch, tag or commit name"),
         ("  ref: [a]", "with.ref must be a value"),

@@ -22,10 +22,7 @@ from forge_ci_testing.corpus import corpus_root
 
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
 
-CHECKOUT_REF_EXPRESSION = "expressions are not allowed in with.ref of the built-in checkout"
-SUBMODULES = "the built-in checkout takes only submodules: false"
 CHECKOUT_UNKNOWN = "is not supported by the built-in checkout"
-SHELLS = "is not supported; use bash or sh"
 LITERAL_SHELL = "expressions are not allowed in shell"
 RUNNER_GROUPS = "runner groups (runs-on: {group, labels}) are not supported"
 LITERAL_TIMEOUT = "timeout-minutes must be a whole number of minutes"
@@ -42,24 +39,13 @@ LARGE_NUMBER = "is too large (at most 9007199254740991)"
 #: Profile says "inside the subset"; forge-ci refuses them for the documented reason given.
 PROFILED_INSIDE_BUT_REFUSED = {
     "actionlint-realworld/workflows/": {
-        "commaai_openpilot_.github_workflows_tools_tests.yaml": SUBMODULES,
-        "hashicorp_consul_.github_workflows_changelog-checker.yml": CHECKOUT_REF_EXPRESSION,
-        "hashicorp_consul_.github_workflows_load-test.yml": CHECKOUT_REF_EXPRESSION,
-        "netdata_netdata_.github_workflows_checks.yml": SUBMODULES,
-        "obsproject_obs-studio_.github_workflows_clang-format.yml": SUBMODULES,
-        "telegramdesktop_tdesktop_.github_workflows_docker.yml": SUBMODULES,
+        "commaai_openpilot_.github_workflows_tools_tests.yaml": "takes only lfs: false",
     },
     "starter-workflows/": {},
     "actionlint/testdata/ok/": {
         "dynamic_shell_name.yaml": LITERAL_SHELL,
         "issue-280_runs_on.yaml": RUNNER_GROUPS,
         "issue-384_narrow-logical-op.yaml": LITERAL_TIMEOUT,
-        "issue-409-shellcheck-default-shell.yaml": SHELLS,
-        "pyflakes_python_shell.yaml": SHELLS,
-        "shell_name_case_insensitive.yaml": SHELLS,
-        "shellcheck_job_default_shell.yaml": SHELLS,
-        "shellcheck_step_shell.yaml": SHELLS,
-        "shellcheck_workflow_default_shell.yaml": SHELLS,
     },
 }
 PROFILES = {
@@ -84,7 +70,7 @@ READER_REFUSED_ON_PURPOSE = {
     "job-cancel-timeout-minutes.yml": "cancel-timeout-minutes is not supported",
     "job-concurrency.yml": JOB_CONCURRENCY,
     "job-container.yml": CONTAINERS,
-    "job-defaults.yml": SHELLS,
+    "job-defaults.yml": "expressions are not allowed in working-directory",
     "job-environment.yml": "the inputs context is not available in environment.name",
     "job-if.yml": "a job's if needs an expression",  # GitHub reads an empty if as success()
     "job-runs-on.yml": "is not a valid runner label",
@@ -129,7 +115,6 @@ READER_REFUSED_ON_PURPOSE = {
     "step-id-generates-when-empty.yml": "is not a valid owner name",
     "step-if.yml": "job 'build' is not listed in this job's needs",
     "step-run.yml": "no earlier step in this job has the id 'foo'",
-    "workflow-defaults.yml": SHELLS,
     "workflow-description.yml": "'description' is not a workflow key",
     "workflow-env.yml": "is not a valid env name",  # POSIX names only
     "yaml-schema-bool.yml": TAGS_YAML,

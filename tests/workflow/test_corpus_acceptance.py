@@ -66,7 +66,8 @@ def test_reasons_drop_the_values() -> None:
 
 def test_the_corpus_figures_stay_at_least_where_they_were_recorded(corpus_dir: Path) -> None:
     tally = measure(corpus_dir)["all"]
-    assert tally.files == 1678 and tally.foreign == 77
-    assert tally.share(tally.accepted) >= 0.45
-    assert tally.share(tally.accepted_with_uses) >= 0.45
-    assert tally.share(tally.accepted_projected) >= 0.65
+    assert tally.files == 1678 and tally.foreign == 81
+    # 82.3 % when hashFiles, secrets in with/env/run, shells and checkout inputs came (#16).
+    assert tally.share(tally.accepted) >= 0.82
+    assert tally.share(tally.accepted_with_uses) >= 0.82
+    assert tally.share(tally.accepted_projected) >= 0.83

@@ -21,6 +21,8 @@ Two changes of the same errors are intended and allowed for:
   in job keys it is refused on the same line with the new wording.
 * secrets may be read by any expression of an env, run or with value (issue #16): those
   refusals are gone; elsewhere the refusal is reworded on the same line.
+* GitHub's shells and ``{0}`` shell templates, and an ``if`` on the checkout, are accepted
+  (issue #16).
 * issue #16's contexts: the refusals of contexts and fields forge-ci now provides are gone
   (``_NOW_SUPPORTED``); a github field that is still unknown is named with the new field list.
 
@@ -43,6 +45,7 @@ from corpus_errors import corpus_diagnostics
 
 from forge_ci.protocol.envnames import RUNNER_GITHUB_VARIABLES
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
+from forge_ci.workflow.defaults import SHELLS
 from forge_ci.workflow.triggers import EVENTS
 
 BEFORE_FILE = Path(__file__).parent / "data" / "corpus_errors_before.json"
@@ -170,6 +173,9 @@ TRANSITIONS: list[tuple[str, str, str | None]] = [
     (r"invalid expression in (.*): hashFiles\(\) is not supported by forge-ci: .*", "files", None),
     # Secrets in any env, run or with expression (issue #16); elsewhere reworded on that line.
     (r"secrets can only be used as a whole env value, like NAME: \S+ \S+ \S+(.*)", "secrets", None),
+    # GitHub's shells and {0} templates (issue #16); other shells keep a (longer) refusal.
+    (r"shell '(.*)' is not supported; use bash or sh", "shells", None),
+    (r"the built-in checkout step cannot have 'if'", "accepted", None),
 ]
 #: Where hashFiles() is evaluated (the step keys; GitHub's availability table).
 _STEP_KEYS = re.compile(r"run|a step name|a step's if|step env|continue-on-error|with\..*")
@@ -196,6 +202,10 @@ def _transition(message: str) -> tuple[str, str | None] | None:
             if where is None or re.fullmatch(r"run|with\..*|.*env", where.group(1)):
                 return "accepted", None
             return "line", r"secrets can only be used in env, run and with values"
+        if kind == "shells":
+            if match.group(1).lower() in SHELLS or "{0}" in match.group(1):
+                return "accepted", None
+            return "reworded", re.escape(f"shell '{match.group(1)}' is not supported; use bash, ")
         if kind == "notice" and pattern.startswith("the '") and match.group(1) in EVENTS:
             return "accepted", None  # an event forge-ci has learnt to fire since
         if result is None:

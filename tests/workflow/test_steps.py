@@ -73,7 +73,7 @@ def test_builtin_checkout(plan_of: PlanOf, uses: str) -> None:
 @pytest.mark.parametrize(
     ("step", "reason"),
     [
-        ("uses: actions/checkout@v4\nwith:\n  token: x", "with.token is not supported"),
+        ("uses: actions/checkout@v4\nwith:\n  ssh-key: x", "with.ssh-key is not supported"),
         ("uses: actions/checkout@v4\nwith: [a]", "with must be a mapping of inputs"),
         (
             "uses: forge-ci/checkout@v1\nenv:\n  A: b",
@@ -81,7 +81,7 @@ def test_builtin_checkout(plan_of: PlanOf, uses: str) -> None:
         ),
         ("uses: forge-ci/checkout@v1\nshell: bash", "cannot have 'shell'"),
         ("uses: forge-ci/checkout@v1\nworking-directory: a", "cannot have 'working-directory'"),
-        ("uses: forge-ci/checkout@v1\nif: always()", "cannot have 'if'"),
+        ("uses: forge-ci/checkout@v1\nenv:\n  A: b", "cannot have 'env'"),
         ("uses: forge-ci/checkout@v2", "'forge-ci/checkout@v2' is not a checkout version"),
         ("uses: actions/checkout", "needs a ref, like actions/checkout@v4"),
         ("uses: actions/setup-node", "uses: actions/setup-node needs a version"),
@@ -101,8 +101,9 @@ def test_builtin_checkout(plan_of: PlanOf, uses: str) -> None:
         ("name: nothing", "a step needs run"),
         ("run: echo a\nwith:\n  x: 1", "'with' is for actions"),
         ("run: echo a\nworking_directory: a", 'did you mean "working-directory"?'),
-        ("run: echo a\nshell: pwsh", "shell 'pwsh' is not supported; use bash or sh"),
-        ("run: echo a\nshell: bash -e {0}", "shell 'bash -e {0}' is not supported"),
+        ("run: echo a\nshell: zsh", "shell 'zsh' is not supported; use bash, sh, python"),
+        ("run: echo ${{ github.head_ref }}\nshell: python", "shell python cannot read the values"),
+        ("run: echo a\nshell: bash -e", "shell 'bash -e' is not supported"),
         ("run: ''", "run must not be empty"),
         ("run:", "run must be a string"),
         ("run: echo a\ntimeout-minutes: 0", "from 1 through 360"),
@@ -244,3 +245,26 @@ def test_continue_on_error(plan_of: PlanOf) -> None:
         False,
         {"expr": "steps.b.outcome == 'failure'"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("written", "planned"),
+    [
+        ("Python", "python"),
+        ("pwsh", "pwsh"),
+        ("cmd", "cmd"),
+        ("bash -l {0}", "bash -l {0}"),
+        ("bash --noprofile --norc -exo pipefail {0}", "bash --noprofile --norc -exo pipefail {0}"),
+        ("Rscript {0}", "Rscript {0}"),
+    ],
+)
+def test_githubs_shells_and_templates_are_planned(
+    plan_of: PlanOf, written: str, planned: str
+) -> None:
+    (step,) = plan_steps(plan_of(steps(f"run: echo ${{{{ runner.os }}}}\nshell: {written}")))
+    assert step["shell"] == planned
+
+
+def test_the_checkout_may_have_an_if(plan_of: PlanOf) -> None:
+    (step,) = plan_steps(plan_of(steps("uses: actions/checkout@v4\nif: github.ref == 'x'")))
+    assert step["if"] == "success() && (github.ref == 'x')"

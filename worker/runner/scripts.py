@@ -15,7 +15,7 @@ from forge_ci.protocol import MAX_SUMMARY_BYTES, Annotation
 from worker.runner.actions.sink import CommandEffects, StepSink
 from worker.runner.environment import Layout, StepEnvironmentError, step_environment
 from worker.runner.filecommands import CommandFiles, FileCommandError
-from worker.runner.shells import ShellError, shell_argv, write_script
+from worker.runner.shells import ShellError, script_suffix, shell_argv, write_script
 from worker.runner.steps import StepStartError, run_script
 from worker.runner.uploader import Uploader
 from worker.runner.watchdog import Watchdog
@@ -90,7 +90,8 @@ class ScriptRunner:
             full_env.update(extra_env or {})
             if isinstance(command, tuple):
                 shell, script = command
-                argv = shell_argv(shell, write_script(self.layout.runner_dir, number, script))
+                path = write_script(self.layout.runner_dir, number, script, script_suffix(shell))
+                argv = shell_argv(shell, path)
             else:
                 argv = command
             sink = StepSink(self.uploader, log_id, effects)

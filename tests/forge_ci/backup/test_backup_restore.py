@@ -28,6 +28,21 @@ from tests.conftest import make_settings
 from tests.forge_ci.cli.test_operator_cli import Cli
 
 PIN = "refs/forge-ci/pipelines/backup-test-pin"
+#: ``forge-ci secret set`` of alice/app's TOKEN for the CI workflow on main, less the value file.
+SET_TOKEN = (
+    "secret",
+    "set",
+    "TOKEN",
+    "--repo",
+    "alice/app",
+    "--branch",
+    "main",
+    "--workflow",
+    ".github/workflows/ci.yml",
+    "--version",
+    "0",
+    "--body-file",
+)
 
 
 def _commit(git_dir: Path, ref: str, message: str) -> str:
@@ -65,21 +80,7 @@ def _installation(cli: Cli, tmp_path: Path) -> Cli:
     pygit2.Repository(str(git_dir)).references.create(PIN, head)
     secret = tmp_path / "secret.txt"
     secret.write_text("s3cret-value")
-    cli.ok(
-        "secret",
-        "set",
-        "TOKEN",
-        "--repo",
-        "alice/app",
-        "--branch",
-        "main",
-        "--workflow",
-        ".github/workflows/ci.yml",
-        "--body-file",
-        str(secret),
-        "--version",
-        "0",
-    )
+    cli.ok(*SET_TOKEN, str(secret))
     return cli
 
 

@@ -243,6 +243,20 @@ def test_a_rerun_checks_out_the_same_commit_after_the_tag_moved(source: Source) 
         assert str(source.git().references[pin].target) == shas[1]
 
 
+def test_a_ref_expression_is_evaluated_from_the_snapshot_and_pinned(source: Source) -> None:
+    shas = _history(source, 3)
+    # A push-only field is empty in a dispatch run: the || falls back to the dispatched ref.
+    run = _dispatch(source, "{ref: '${{ github.event.pull_request.head.sha || github.ref }}'}")
+    step = _checkout_step(run)
+    assert step["with"]["ref"] == run.sha and step["checkout_ref"] == "refs/heads/main"
+    tagged = _dispatch(source, "{ref: 'v${{ 1 }}'}")
+    assert _checkout_step(tagged)["with"]["ref"] == shas[1]
+    empty = _dispatch(source, "{ref: '${{ github.head_ref }}'}")  # '' is the run's commit
+    assert _checkout_step(empty)["with"]["ref"] == empty.sha
+    with pytest.raises(InvalidInput, match="with.ref 'refs/pull//merge' is neither a branch"):
+        _dispatch(source, "{ref: 'refs/pull/${{ github.event.number }}/merge'}")
+
+
 @pytest.mark.parametrize(
     ("ref", "message"),
     [

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import func, select
 
 from forge_ci.coordinator.action_sources import ActionTarget, build_action_archive
-from forge_ci.coordinator.claims import wire_actions
+from forge_ci.coordinator.assignments import wire_actions
 from forge_ci.coordinator.errors import SourceRefused
 from forge_ci.gitstore import repository_path
 from forge_ci.models import Run

@@ -124,18 +124,13 @@ PATTERNS = st.tuples(st.booleans(), st.lists(SEGMENTS, min_size=1, max_size=3))
 
 
 def reference_regex(segments: list[str]) -> re.Pattern[str]:
-    """A whole-path regex: ``**`` is any run of segments, the rest as fnmatch within one."""
+    """A regex over ``/`` + the path: ``**`` is any run of segments, the rest fnmatch-like."""
     out = ""
-    last = len(segments) - 1
-    for i, segment in enumerate(segments):
+    for segment in segments:
         if segment == "**":
-            if i < last:
-                out += "(?:[^/]+/)*"
-            elif out:
-                out = out[:-1] + "(?:/[^/]+)*"  # 'a/**': a and everything below it
-            else:
-                out = "[^/]+(?:/[^/]+)*"
+            out += "(?:/[^/]+)*"
             continue
+        out += "/"
         j = 0
         while j < len(segment):
             char = segment[j]
@@ -151,7 +146,6 @@ def reference_regex(segments: list[str]) -> re.Pattern[str]:
             else:
                 out += re.escape(char)
             j += 1
-        out += "/" if i < last else ""
     return re.compile(out)
 
 
@@ -168,7 +162,9 @@ def reference(root: Path, patterns: list[tuple[bool, list[str]]]) -> list[str]:
         for negate, segments in patterns:
             regex = reference_regex(segments)
             # A pattern also matches what lies below a folder it matches.
-            hit = any(regex.fullmatch("/".join(parts[:end])) for end in range(1, len(parts) + 1))
+            hit = any(
+                regex.fullmatch("/" + "/".join(parts[:end])) for end in range(1, len(parts) + 1)
+            )
             selected = (selected and not hit) if negate else (selected or hit)
         if selected:
             chosen.append(path)
@@ -176,7 +172,7 @@ def reference(root: Path, patterns: list[tuple[bool, list[str]]]) -> list[str]:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     files=st.lists(PATHS, min_size=1, max_size=8),
