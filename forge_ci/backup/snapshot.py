@@ -24,7 +24,7 @@ from forge_ci.backup.database import (
 )
 from forge_ci.backup.manifest import MANIFEST_NAME, Manifest, record_files, verify_files
 from forge_ci.backup.repositories import bare_repositories, copy_repository, restore_repository
-from forge_ci.db import create_db_engine, reader
+from forge_ci.db import create_db_engine, reader, unavailable_on_failure
 from forge_ci.errors import Conflict, InvalidInput
 from forge_ci.gitstore import repository_path
 from forge_ci.locks import repository_lock
@@ -76,9 +76,13 @@ def create_backup(settings: Settings, target: Path) -> BackupSummary:
     kind = database_kind(settings.database_url)
     engine = create_db_engine(settings.database_url)
     try:
-        revision = current_revision(reader(engine))
+        with unavailable_on_failure(settings.database_url):  # names the database and the fix
+            revision = current_revision(reader(engine))
         if revision is None:
-            raise InvalidInput("the database has no forge-ci schema; there is nothing to back up")
+            raise InvalidInput(
+                "the database has no forge-ci schema; there is nothing to back up (a new"
+                " installation starts with `forge-ci init` or `forge-ci db upgrade`)"
+            )
         partial = _prepare_target(target)
         try:
             manifest = Manifest(

@@ -115,23 +115,38 @@ def _planned_steps(plan_job: dict[str, Any]) -> tuple[StepDetail, ...]:
     return tuple(steps)
 
 
-#: Planned steps by (run id, plan digest), most recent last. A run's plan never changes (a
-#: database trigger refuses it), and decoding a large plan (hundreds of KB for 256 jobs) was the
-#: largest single cost of every run page view and every poll of it.
-_PLANNED: OrderedDict[tuple[int, str], tuple[tuple[StepDetail, ...], ...]] = OrderedDict()
+@dataclass(frozen=True)
+class _Planned:
+    """What a run's pages show of its plan: each entry's steps (as ``pending``) and
+    deployment environment, and the plan's notices."""
+
+    steps: tuple[tuple[StepDetail, ...], ...]
+    environments: tuple[dict[str, Any] | None, ...]
+    notices: tuple[dict[str, Any], ...]
+
+
+#: What pages show of a plan, by (run id, plan digest), most recent last. A run's plan never
+#: changes (a database trigger refuses it), and decoding a large plan (hundreds of KB for 256
+#: jobs) was the largest single cost of every run page view and every poll of it.
+_PLANNED: OrderedDict[tuple[int, str], _Planned] = OrderedDict()
 _PLANNED_SIZE = 64
 _PLANNED_LOCK = Lock()
 
 
-def _planned_by_position(run: Run) -> tuple[tuple[StepDetail, ...], ...]:
-    """Each plan entry's steps as ``pending``; the plan is read only on a cache miss."""
+def _planned(run: Run) -> _Planned:
+    """The run's :class:`_Planned`; the plan is read only on a cache miss."""
     key = (run.id, run.plan_digest)
     with _PLANNED_LOCK:
         found = _PLANNED.get(key)
         if found is not None:
             _PLANNED.move_to_end(key)
             return found
-    planned = tuple(_planned_steps(plan_job) for plan_job in run.plan["jobs"])
+    plan = run.plan
+    planned = _Planned(
+        steps=tuple(_planned_steps(plan_job) for plan_job in plan["jobs"]),
+        environments=tuple(plan_job.get("environment") for plan_job in plan["jobs"]),
+        notices=tuple(plan.get("notices", ())),
+    )
     with _PLANNED_LOCK:
         _PLANNED[key] = planned
         while len(_PLANNED) > _PLANNED_SIZE:
@@ -240,8 +255,8 @@ def run_details_in(session: Session, access: RepositoryAccess, number: int) -> R
             .where(Job.id.in_(sources), Run.repository_id == repository.id)
         ):
             reused_from[source_id] = (source_number, source_id)
-    # Each job's entry of the plan, as Job.definition() reads it.
-    planned = _planned_by_position(run) if jobs else ()
+    # What the page shows of the plan, read from the plan only once per run and process.
+    planned = _planned(run)
     details = []
     for job in jobs:
         details.append(
@@ -262,11 +277,18 @@ def run_details_in(session: Session, access: RepositoryAccess, number: int) -> R
                 started_at=job.started_at,
                 completed_at=job.completed_at,
                 attempts=tuple(attempts[job.id]),
-                planned_steps=planned[job.position],
+                planned_steps=planned.steps[job.position],
                 reused_from=reused_from.get(job.reused_from_id)
                 if job.reused_from_id is not None
                 else None,
             )
         )
-    view = run_view(session, repository, run, jobs, with_reruns=True)
+    view = run_view(
+        session,
+        repository,
+        run,
+        jobs,
+        with_reruns=True,
+        from_plan=(planned.environments, planned.notices),
+    )
     return RunDetails(view, tuple(details))

@@ -67,6 +67,11 @@ class JobView:
 
     @classmethod
     def of(cls, job: Job) -> JobView:
+        return cls.planned(job, job.definition().get("environment"))
+
+    @classmethod
+    def planned(cls, job: Job, environment: dict[str, Any] | None) -> JobView:
+        """The view of ``job`` whose plan entry names ``environment`` (read by the caller)."""
         return cls(
             key=job.key,
             job_id=job.job_id,
@@ -78,7 +83,7 @@ class JobView:
             status_reason=job.status_reason,
             cancel_requested=job.cancel_requested_at is not None,
             reused=job.reused_from_id is not None,
-            environment=job.definition().get("environment"),
+            environment=environment,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -163,11 +168,14 @@ def run_view(
     jobs: Sequence[Job] = (),
     *,
     with_reruns: bool = False,
+    from_plan: tuple[Sequence[dict[str, Any] | None], Sequence[dict[str, Any]]] | None = None,
 ) -> RunView:
     """``run`` of ``repository`` as people see it, with ``jobs`` (none in lists).
 
     ``with_reruns``: also the numbers of its reruns, so that a run and its reruns link to each
     other (one more query; lists leave it out), and the plan's notices (lists defer the plan).
+    ``from_plan``: each plan entry's environment and the plan's notices, when the caller has
+    them (the plan, hundreds of KB, is then not read at all).
     """
     rerun_of = None
     if run.rerun_of_id is not None:
@@ -175,7 +183,7 @@ def run_view(
     reruns: tuple[int, ...] = ()
     notices: tuple[dict[str, Any], ...] = ()
     if with_reruns:
-        notices = tuple(run.plan.get("notices", ()))
+        notices = tuple(from_plan[1] if from_plan is not None else run.plan.get("notices", ()))
         reruns = tuple(
             session.scalars(
                 select(Run.number).where(Run.rerun_of_id == run.id).order_by(Run.number)
@@ -201,7 +209,12 @@ def run_view(
         created_at=run.created_at,
         started_at=run.started_at,
         completed_at=run.completed_at,
-        jobs=tuple(JobView.of(job) for job in jobs),
+        jobs=tuple(
+            JobView.of(job)
+            if from_plan is None
+            else JobView.planned(job, from_plan[0][job.position])
+            for job in jobs
+        ),
         reruns=reruns,
         notices=notices,
     )

@@ -27,12 +27,15 @@ NO_INSTALLATION = {
     "workflow plan": "reads a workflow file only",
     "workflow validate": "reads workflow files only",
     "provider run": "talks to a server over HTTP; its machine need not hold an installation",
+    "restore": "makes a new installation from a backup, and refuses an existing one "
+    "(tests/forge_ci/backup)",
 }
 
 TOKEN = "ab" * 32
 # command -> (what it needs, arguments that get it past its own input checks). {token} and
 # {key} are files this test writes.
 NEEDS: dict[str, tuple[str, list[str]]] = {
+    "backup": (DATABASE, ["{token}-backup"]),
     "db check": (DATABASE, []),
     "db upgrade": (UPGRADE, []),
     "events list": (DATABASE, ["alice/demo"]),
