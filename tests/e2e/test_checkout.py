@@ -172,7 +172,7 @@ def _push_outcome(live: Forge, repository: str, steps: str) -> PushEventWorkflow
     ("name", "inputs", "message"),
     [
         ("checkout-other-repo", "ref: other/repo", "is neither a branch nor a tag of"),
-        ("checkout-unknown", "token: abc", "with.token is not supported by the built-in checkout"),
+        ("checkout-unknown", "ssh-key: abc", "with.ssh-key is not supported by the built-in"),
         ("checkout-sparse", "sparse-checkout: src", "sparse checkouts are not supported"),
     ],
 )

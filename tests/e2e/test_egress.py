@@ -28,7 +28,7 @@ from sqlalchemy import select
 from forge_ci.authz import Actor
 from forge_ci.coordinator.credentials import new_token
 from forge_ci.coordinator.egress import attempt_egress
-from forge_ci.coordinator.providers import create_provider, show_provider
+from forge_ci.coordinator.providers import create_provider, revoke_provider, show_provider
 from forge_ci.models import EgressConnection
 from forge_ci_testing.forge import Forge, free_port, wait_for, workflow
 
@@ -299,6 +299,14 @@ def test_allow_listed_installs_work_and_everything_else_on_loopback_is_refused(
     finally:
         stop(listed)
         stop(public)
+        # Their labels cover the shared forge's other jobs: a claim still waiting on the server
+        # for a stopped provider would take the next test's job and lose it. Revoked, a waiting
+        # claim (which authenticates on every try) takes nothing more.
+        assert live.database is not None
+        with live.database.session() as session:
+            for name in ("egress-list", "egress-public"):
+                revoke_provider(session, Actor.operator(), name)
+            session.commit()
         for silent in (quiet, other, six):
             silent.close()
     for name in ("egress-list", "egress-public"):
