@@ -125,13 +125,12 @@ def parse_checkout_with(
             if flag is not None:
                 inputs[name] = "true" if flag else "false"  # the runner shows a notice
         elif name == "submodules":
-            if text.strip() not in _BOOLEANS and text.strip() != "recursive":
+            wanted = text.strip()
+            if wanted not in _BOOLEANS and wanted != "recursive":
                 problems.at(
                     value, f"with.submodules must be true, false or recursive, not {text!r}"
                 )
-            elif text.strip() != "recursive" and not _BOOLEANS[text.strip()]:
-                pass
-            else:
+            elif wanted == "recursive" or _BOOLEANS[wanted]:
                 # Accepted and visibly not done: the run's source has no submodule contents.
                 problems.notice(value, SUBMODULES_NOTICE)
         elif name in ONLY_FALSE:
