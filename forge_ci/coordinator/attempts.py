@@ -201,13 +201,18 @@ def requester_refusal(session: Session, run: Requested) -> str | None:
     if repository is None:
         return "the repository no longer exists"
     actor = Actor(user_id=run.requested_by_id, name=run.requested_by_name)
-    role = role_in(session, actor, repository)
-    if role is None or role < Role.ADMIN:
+    if not may_run_code(role_in(session, actor, repository)):
         return (
             f"{run.requested_by_name}, who started the run, may no longer run workflows in "
             f"{repository.full_name}"
         )
     return None
+
+
+def may_run_code(role: Role | None) -> bool:
+    """Whether a requester's current role lets the server run the code they asked for (the
+    rule :func:`requester_refusal` and the direct claim path apply alike)."""
+    return role is not None and role >= Role.ADMIN
 
 
 def _require_live(attempt: Attempt) -> None:
