@@ -3,7 +3,7 @@
 Redis is never the only copy of anything. An enqueue that fails (Redis down, restarted, flushed)
 is logged and reported, never raised into the caller: the event stays ``confirmed`` in the
 database and ``forge-ci worker``'s periodic scan enqueues it again. The core imports only
-``rq.Queue`` and ``rq.job`` here, never worker internals.
+``rq.Queue``, here, never worker internals.
 """
 
 from __future__ import annotations
@@ -116,9 +116,8 @@ def _enqueue_chunk(
     looked at again.
     """
     import redis
-    from rq.job import Job
 
-    keys = [Job.key_for(push_event_job_id(event_id)) for event_id in ids]
+    keys = [queue.job_class.key_for(push_event_job_id(event_id)) for event_id in ids]
     with queue.connection.pipeline() as pipe:
         for _ in range(_ATTEMPTS):
             try:

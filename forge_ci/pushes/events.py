@@ -97,18 +97,6 @@ def offered_event_ids(
     return list(session.scalars(query.order_by(PushEvent.id).limit(limit)))
 
 
-def confirmed_event_ids(session: Session, limit: int = 1000) -> list[int]:
-    """Events ready for a worker and not yet received, oldest first, claimed or not."""
-    return list(
-        session.scalars(
-            select(PushEvent.id)
-            .where(PushEvent.state == PushEventState.CONFIRMED.value)
-            .order_by(PushEvent.id)
-            .limit(limit)
-        )
-    )
-
-
 def claim_event(
     session: Session, event_id: int, holder: str, *, now: datetime | None = None
 ) -> bool:

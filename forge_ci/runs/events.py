@@ -148,8 +148,7 @@ def _give_up(session: Session, event_id: int, holder: str) -> None:
     try:
         session.rollback()
         release_claim(session, event_id, holder)
-    except Exception:
-        session.rollback()
+    except Exception:  # the database is what failed, most likely: keep the original error
         log.warning("push event %s: could not release its claim; it runs out", event_id)
 
 
