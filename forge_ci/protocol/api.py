@@ -11,9 +11,9 @@ from typing import Any, Final
 
 from forge_ci.protocol.egress import EGRESS_FIELDS, EgressRequest
 from forge_ci.protocol.fields import (
-    PROCESS_ENV_NAME_RE,
     HEX32,
     OUTPUT_NAME_RE,
+    PROCESS_ENV_NAME_RE,
     PROTOCOL_VERSION,
     Fields,
     ProtocolError,

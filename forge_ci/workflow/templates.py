@@ -4,7 +4,9 @@ Every ``${{ }}`` template and every ``if`` condition is parsed by the expression
 checked against a :class:`Scope`: the contexts available at that key (following GitHub's context
 availability table, narrowed to the contexts forge-ci provides), the matrix keys of the job, its
 direct ``needs`` and the ids of earlier steps. A reference outside the scope is a located error
-here rather than an empty string at run time.
+here rather than an empty string at run time. Two references GitHub evaluates to null without a
+word, an id no earlier step has and a key the matrix lacks (or any matrix key in a job without a
+matrix), are accepted as on GitHub with a located *notice* saying it is always empty.
 
 Contexts forge-ci provides (docs/workflow-syntax.md, "Contexts"):
 
@@ -433,7 +435,6 @@ _FIXED_FIELDS = {"runner": RUNNER_FIELDS, "job": JOB_FIELDS}
 def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope) -> str | None:
     """What is wrong with one context path such as ('needs', 'build', 'outputs', 'x')."""
     root = path[0]
-    where = scope.where
     if root == "github":
         fields = ", ".join(f"github.{name}" for name in GITHUB_FIELDS)
         if len(path) < 2:
@@ -474,18 +475,16 @@ def _path_notice(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope) 
     without one, a key the matrix does not have. Accepted, but never silently."""
     where = scope.where
     named = ".".join(str(part) for part in written[:2])
+    keys = scope.matrix_keys
     if path[0] == "steps" and len(path) >= 2 and path[1] not in scope.steps:
         which = "no step in this job" if where == "job outputs" else "no earlier step"
         reason = f"{which} has the id '{written[1]}'"
-    elif path[0] == "matrix" and scope.matrix_keys is None:
+    elif path[0] == "matrix" and keys is None:
         reason = "the job has no strategy.matrix"
-    elif (
-        path[0] == "matrix"
-        and len(path) >= 2
-        and scope.matrix_keys != ANY_MATRIX_KEY
-        and path[1] not in scope.matrix_keys
-    ):
-        hint = did_you_mean(str(written[1]), sorted(scope.matrix_keys or ()))
+    elif path[0] == "matrix" and len(path) >= 2 and keys != ANY_MATRIX_KEY:
+        if keys is None or path[1] in keys:
+            return None
+        hint = did_you_mean(str(written[1]), sorted(keys))
         reason = f"the matrix has no key '{written[1]}'{hint}"
     else:
         return None

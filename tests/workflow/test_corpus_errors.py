@@ -181,10 +181,16 @@ TRANSITIONS: list[tuple[str, str, str | None]] = [
     (r"'(.*)' is not a valid env name \(letters, .*", "env name", None),
     (r"working-directory must not have empty components \('.*'\)", "accepted", None),
     (r"no (?:earlier )?step in this job has the id '(.*)'", "notice", r"steps.\1 is always empty"),
-    (r"the matrix context is only available in a job with strategy.matrix \((.*)\)", "notice",
-     r"is always empty in \1: the job has no strategy.matrix"),
-    (r"the matrix has no key '(.*?)'(?:; did you mean .*)?", "notice",
-     r"is always empty in .*: the matrix has no key '\1'"),
+    (
+        r"the matrix context is only available in a job with strategy.matrix \((.*)\)",
+        "notice",
+        r"is always empty in \1: the job has no strategy.matrix",
+    ),
+    (
+        r"the matrix has no key '(.*?)'(?:; did you mean .*)?",
+        "notice",
+        r"is always empty in .*: the matrix has no key '\1'",
+    ),
 ]
 #: Where hashFiles() is evaluated (the step keys; GitHub's availability table).
 _STEP_KEYS = re.compile(r"run|a step name|a step's if|step env|continue-on-error|with\..*")
@@ -203,7 +209,7 @@ def _transition(message: str) -> tuple[str, str | None] | None:
             return "accepted", None
         if kind == "env name":
             if "${{" in match.group(1):
-                return "reworded", re.escape(f"'{match.group(1)}': env names are not evaluated")
+                return "reworded", re.escape(f"'{match.group(1)}': an expression (like")
             return "accepted", None
         if kind == "files":
             if _STEP_KEYS.fullmatch(match.group(1)):

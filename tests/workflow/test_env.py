@@ -56,7 +56,7 @@ def test_valid_names(name: str) -> None:
         ("A\x00B", "contains a control character"),
         ("A\nB", "contains a control character"),
         ("", "must not be empty"),
-        ("${{ runner.name }}", "env names are not evaluated"),
+        ("${{ runner.name }}", "is not supported as an env name"),
         ("a" * 256, "longer than 255"),
         ("FORGE_CI_TOKEN", "reserved for the executor"),
         ("GITHUB_SHA", "GITHUB_SHA is set by the runner; a workflow cannot override it"),
