@@ -185,6 +185,8 @@ class ActionSteps:
                 return "cancelled", -1, {}
             where = f"step {'/'.join((*path, inner.id))}"
             status = "failure" if (failed or self.host.failed) else "success"
+            if self.host.watchdog.stopped.is_set():
+                status = "cancelled"  # running in the clean-up window after a stop
             try:
                 runs = condition_holds(inner.condition, contexts(), status, f"{where}: if")
                 forgive = continues_on_error(
