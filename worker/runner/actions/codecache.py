@@ -1,0 +1,140 @@
+"""Node's compile cache for the job's node actions, made ahead in the job's own container.
+
+Most of a node action's start-up is V8 compiling its bundle (setup-python's ncc bundles are
+3.4-3.9 MB: about 0.1 s of CPU each, a third of the step). Once an action's tree is unpacked,
+one background ``node`` per script (``main``, then ``post``) compiles it through node's own
+CommonJS loader **without running it** and writes V8's code cache into
+``<runner dir>/_node-compile-cache``::
+
+    tree unpacked ──► node _compile-only.js <cache dir> <file>   (PATH only: no inputs, no secrets)
+        Module._compile(source, file, "commonjs"): compiles, then reads module.exports, which
+        throws before the module function is called ──► flushCompileCache()
+    the step ──► node <file> with NODE_COMPILE_CACHE=<cache dir>: V8 takes the cached code
+        (it checks the source's hash and its own flags, and compiles as usual if they differ)
+
+What the step runs is exactly ``node <file>``: the cache changes how fast the code compiles,
+never what it does (a file whose syntax is not CommonJS fails to compile here, and an ES
+module is looked up under another key: both simply compile in the step). The step waits for
+its script's compile-only process for at most :data:`WAIT_SECONDS` (it is usually done; when
+it is not, finishing it is cheaper than compiling twice on two cores).
+
+The folder is this job's alone: in the job container's tmpfs, written by the job's user, gone
+with the container. Nothing is shared between jobs, so no job can plant code that another job
+runs (within a job, the job's code can rewrite the action's own files anyway). A node without
+a compile cache (before 22.1) ignores all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterable
+
+#: How long a step waits for its script's compile-only process.
+WAIT_SECONDS = 0.5
+
+COMPILE_ONLY_JS = """\
+'use strict';
+// forge-ci: compile a CommonJS file into node's compile cache without running it.
+const fs = require('fs');
+const path = require('path');
+const Module = require('module');
+if (typeof Module.enableCompileCache !== 'function') process.exit(0);
+Module.enableCompileCache(process.argv[2]);
+const stop = Symbol('compiled, not run');
+const filename = fs.realpathSync(path.resolve(process.argv[3]));
+const target = new Module(filename, null);
+target.filename = filename;
+Object.defineProperty(target, 'exports', { get() { throw stop; } });
+try {
+  target._compile(fs.readFileSync(filename, 'utf8'), filename, 'commonjs');
+  process.exitCode = 3;  // never reached: the module function was not called
+} catch (error) {
+  if (error !== stop) process.exitCode = 1;
+}
+Module.flushCompileCache();
+"""
+
+
+class CompileCache:
+    """The job's node compile cache and the one background thread that fills it, a script at a
+    time in the order asked (one compile-only ``node`` at a time: the steps keep a core)."""
+
+    def __init__(self, runner_dir: str) -> None:
+        self.directory = os.path.join(runner_dir, "_node-compile-cache")
+        self._script = os.path.join(runner_dir, "_compile-only.js")
+        self._changed = threading.Condition()
+        self._queue: list[str] = []
+        #: Each script asked for: None while queued, then its process.
+        self._processes: dict[str, subprocess.Popen[bytes] | None] = {}
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def environment(self) -> dict[str, str]:
+        """What a node action's process gets so that it reads the cache."""
+        return {"NODE_COMPILE_CACHE": self.directory}
+
+    def warm(self, files: Iterable[str]) -> None:
+        """Compile each of ``files`` (named as the step will name them) in the background."""
+        with self._changed:
+            for file in files:
+                if file not in self._processes and os.path.isfile(file):
+                    self._processes[file] = None
+                    self._queue.append(file)
+            if self._queue and self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="compile-cache", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        try:
+            with open(self._script, "x", encoding="utf-8") as handle:
+                handle.write(COMPILE_ONLY_JS)
+        except OSError:
+            return
+        while True:
+            with self._changed:
+                while not self._queue and not self._closed:
+                    self._changed.wait()
+                if self._closed:
+                    return
+                file = self._queue.pop(0)
+                try:
+                    process = subprocess.Popen(
+                        ["node", self._script, self.directory, file],
+                        env={"PATH": os.environ.get("PATH", os.defpath)},
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        cwd=os.path.dirname(self._script),
+                    )
+                except OSError:
+                    return  # no node here: the steps compile as usual
+                self._processes[file] = process
+                self._changed.notify_all()
+            process.wait()
+
+    def wait(self, file: str) -> None:
+        """Let the compile-only process of ``file`` finish if it runs (at most WAIT_SECONDS);
+        a script still queued is compiled by its step instead."""
+        with self._changed:
+            process = self._processes.get(file)
+        if process is None:
+            return
+        try:
+            process.wait(WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        """Stop what still runs (the job ends; the sweep of every descendant follows)."""
+        with self._changed:
+            self._closed = True
+            processes = [process for process in self._processes.values() if process is not None]
+            self._changed.notify_all()
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
