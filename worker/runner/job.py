@@ -44,6 +44,7 @@ from forge_ci.protocol import (
     hook_steps,
     request_body,
 )
+from worker.runner.actions.codecache import opted_out
 from worker.runner.actions.executor import ActionFailed, ActionSteps
 from worker.runner.actions.trees import ActionTrees
 from worker.runner.checkout import CheckoutError
@@ -210,6 +211,7 @@ class JobRunner:
         self.heartbeat.start()
         self.uploader.start()
         # The actions' trees download meanwhile, beside the checkout and the first steps.
+        self.trees.cold = opted_out(self.assignment.steps)
         self.trees.prefetch(self.assignment.actions.values())
         outputs: dict[str, str] = {}
         egress = EgressForwarder(self.input.egress_socket)

@@ -16,7 +16,9 @@ What the step runs is exactly ``node <file>``: the cache changes how fast the co
 never what it does (a file whose syntax is not CommonJS fails to compile here, and an ES
 module is looked up under another key: both simply compile in the step). The step waits for
 its script's compile-only process for at most :data:`WAIT_SECONDS` (it is usually done; when
-it is not, finishing it is cheaper than compiling twice on two cores).
+it is not, finishing it is cheaper than compiling twice on two cores). A step whose ``env``
+sets ``NODE_COMPILE_CACHE`` (``""``: none) keeps its value, and an action only such steps use
+is not compiled ahead.
 
 The folder is this job's alone: in the job container's tmpfs, written by the job's user, gone
 with the container. Nothing is shared between jobs, so no job can plant code that another job
@@ -31,8 +33,10 @@ import subprocess
 import threading
 from collections.abc import Iterable
 
+from forge_ci.protocol import AssignmentStep
+
 #: How long a step waits for its script's compile-only process.
-WAIT_SECONDS = 0.5
+WAIT_SECONDS = 0.25
 
 COMPILE_ONLY_JS = """\
 'use strict';
@@ -55,6 +59,17 @@ try {
 }
 Module.flushCompileCache();
 """
+
+
+def opted_out(steps: Iterable[AssignmentStep]) -> set[str]:
+    """Keys of the actions that only steps setting ``NODE_COMPILE_CACHE`` themselves use (their
+    step keeps its own value, so compiling ahead for them would be wasted)."""
+    own: set[str] = set()
+    ours: set[str] = set()
+    for step in steps:
+        if step.action:
+            (own if "NODE_COMPILE_CACHE" in step.env else ours).add(step.action)
+    return own - ours
 
 
 class CompileCache:

@@ -57,6 +57,8 @@ class ActionTrees:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self.compile_cache = CompileCache(runner_dir)
+        #: Keys of actions not to compile ahead (codecache.opted_out).
+        self.cold: set[str] = set()
 
     def prefetch(self, actions: Iterable[Action]) -> None:
         """Fetch and unpack ``actions`` ahead, in order, in a background thread."""
@@ -136,7 +138,7 @@ class ActionTrees:
         with self._lock:
             self._ready[action.key] = target
         runs = action.metadata.runs
-        if not runs.composite and not interrupted():
+        if not runs.composite and action.key not in self.cold and not interrupted():
             scripts = (runs.main, runs.post)
             self.compile_cache.warm(os.path.join(target, name) for name in scripts if name)
         return target
