@@ -2,23 +2,28 @@
 
 Most of a node action's start-up is V8 compiling its bundle (setup-python's ncc bundles are
 3.4-3.9 MB: about 0.1 s of CPU each, a third of the step). Once an action's tree is unpacked,
-one background ``node`` per script (``main``, then ``post``) compiles it through node's own
-CommonJS loader **without running it** and writes V8's code cache into
-``<runner dir>/_node-compile-cache``::
+a background ``node`` compiles its ``post`` script through node's own CommonJS loader
+**without running it** and writes V8's code cache into ``<runner dir>/_node-compile-cache``::
 
     tree unpacked ──► node _compile-only.js <cache dir> <file>   (PATH only: no inputs, no secrets)
         Module._compile(source, file, "commonjs"): compiles, then reads module.exports, which
         throws before the module function is called ──► flushCompileCache()
-    the step ──► node <file> with NODE_COMPILE_CACHE=<cache dir>: V8 takes the cached code
+    the post step ──► node <file> with NODE_COMPILE_CACHE=<cache dir>: V8 takes the cached code
         (it checks the source's hash and its own flags, and compiles as usual if they differ)
+
+Only ``post`` scripts are compiled ahead: they run after at least their main step, so the
+compile happens while other steps run. A ``main`` usually runs right after its tree arrived
+(the download overlaps only the steps before it), so compiling it ahead would sit on the
+critical path and cost more CPU than it saves (compiling, plus a process start, ~0.16 s of CPU
+against ~0.1 s saved); measured in bench/job_latency.py.
 
 What the step runs is exactly ``node <file>``: the cache changes how fast the code compiles,
 never what it does (a file whose syntax is not CommonJS fails to compile here, and an ES
-module is looked up under another key: both simply compile in the step). The step waits for
-its script's compile-only process for at most :data:`WAIT_SECONDS` (it is usually done; when
-it is not, finishing it is cheaper than compiling twice on two cores). A step whose ``env``
-sets ``NODE_COMPILE_CACHE`` (``""``: none) keeps its value, and an action only such steps use
-is not compiled ahead.
+module is looked up under another key: both simply compile in the step). Only a script
+compiled ahead gets ``NODE_COMPILE_CACHE`` (another would write its own entry at exit, for
+nothing), after waiting for its compile-only process at most :data:`WAIT_SECONDS` (it is
+usually long done). A step whose ``env`` sets ``NODE_COMPILE_CACHE`` (``""``: none) keeps its
+value, and an action only such steps use is not compiled ahead.
 
 The folder is this job's alone: in the job container's tmpfs, written by the job's user, gone
 with the container. Nothing is shared between jobs, so no job can plant code that another job
@@ -86,8 +91,17 @@ class CompileCache:
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def environment(self) -> dict[str, str]:
-        """What a node action's process gets so that it reads the cache."""
+    def environment(self, file: str) -> dict[str, str]:
+        """What the node process of ``file`` gets: the cache, once its compile-only process
+        ended (waiting at most WAIT_SECONDS), if one was started; else nothing."""
+        with self._changed:
+            process = self._processes.get(file)
+        if process is None:
+            return {}  # not compiled ahead, or not started yet: the step compiles it
+        try:
+            process.wait(WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
         return {"NODE_COMPILE_CACHE": self.directory}
 
     def warm(self, files: Iterable[str]) -> None:
@@ -129,18 +143,6 @@ class CompileCache:
                 self._processes[file] = process
                 self._changed.notify_all()
             process.wait()
-
-    def wait(self, file: str) -> None:
-        """Let the compile-only process of ``file`` finish if it runs (at most WAIT_SECONDS);
-        a script still queued is compiled by its step instead."""
-        with self._changed:
-            process = self._processes.get(file)
-        if process is None:
-            return
-        try:
-            process.wait(WAIT_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
 
     def close(self) -> None:
         """Stop what still runs (the job ends; the sweep of every descendant follows)."""

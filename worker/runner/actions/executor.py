@@ -157,10 +157,8 @@ class ActionSteps:
         target = os.path.join(directory, script)
         if not os.path.isfile(target):
             raise ActionFailed(f"{where}: the action has no file {script!r}")
-        cache = self.host.trees.compile_cache
-        cache.wait(target)
         if "NODE_COMPILE_CACHE" not in env:  # the step's own env wins
-            extra = {**cache.environment(), **extra}
+            extra = {**self.host.trees.compile_cache.environment(target), **extra}
         try:
             return self.host.scripts.run(
                 log_id, ["node", target], env, secrets, self.host.directory(""), extra

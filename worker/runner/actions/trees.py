@@ -11,8 +11,8 @@ Every action of the job is fetched ahead, in the order of first use, by one back
 started with the job (:meth:`ActionTrees.prefetch`), so that downloading and unpacking overlap
 the checkout and the steps before the action: a step waits only for what is not there yet. A
 tree the thread could not make is fetched again by the step itself, which then reports why.
-Once a node action's tree is unpacked, its ``main`` and ``post`` scripts are compiled (never
-run) into the job's node compile cache (:mod:`worker.runner.actions.codecache`).
+Once a node action's tree is unpacked, its ``post`` script is compiled (never run) into the
+job's node compile cache (:mod:`worker.runner.actions.codecache`).
 """
 
 from __future__ import annotations
@@ -138,7 +138,6 @@ class ActionTrees:
         with self._lock:
             self._ready[action.key] = target
         runs = action.metadata.runs
-        if not runs.composite and action.key not in self.cold and not interrupted():
-            scripts = (runs.main, runs.post)
-            self.compile_cache.warm(os.path.join(target, name) for name in scripts if name)
+        if runs.post and action.key not in self.cold and not interrupted():
+            self.compile_cache.warm([os.path.join(target, runs.post)])
         return target
