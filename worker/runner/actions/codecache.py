@@ -11,8 +11,9 @@ a background ``node`` compiles its ``post`` script through node's own CommonJS l
     the post step ──► node <file> with NODE_COMPILE_CACHE=<cache dir>: V8 takes the cached code
         (it checks the source's hash and its own flags, and compiles as usual if they differ)
 
-Only ``post`` scripts are compiled ahead: they run after at least their main step, so the
-compile happens while other steps run. A ``main`` usually runs right after its tree arrived
+Only ``post`` scripts are compiled ahead, and only on otherwise idle CPU (``SCHED_IDLE``):
+they run after at least their main step, so the compile happens beside other steps without
+slowing them down. A ``main`` usually runs right after its tree arrived
 (the download overlaps only the steps before it), so compiling it ahead would sit on the
 critical path and cost more CPU than it saves (compiling, plus a process start, ~0.16 s of CPU
 against ~0.1 s saved); measured in bench/job_latency.py.
@@ -22,7 +23,8 @@ never what it does (a file whose syntax is not CommonJS fails to compile here, a
 module is looked up under another key: both simply compile in the step). Only a script
 compiled ahead gets ``NODE_COMPILE_CACHE`` (another would write its own entry at exit, for
 nothing), after waiting for its compile-only process at most :data:`WAIT_SECONDS` (it is
-usually long done). A step whose ``env`` sets ``NODE_COMPILE_CACHE`` (``""``: none) keeps its
+usually long done; if not, the machine had no idle time for it: it is stopped and the step
+compiles as usual). A step whose ``env`` sets ``NODE_COMPILE_CACHE`` (``""``: none) keeps its
 value, and an action only such steps use is not compiled ahead.
 
 The folder is this job's alone: in the job container's tmpfs, written by the job's user, gone
@@ -40,8 +42,8 @@ from collections.abc import Iterable
 
 from forge_ci.protocol import AssignmentStep
 
-#: How long a step waits for its script's compile-only process.
-WAIT_SECONDS = 0.25
+#: How long a step waits for its script's compile-only process before it stops it.
+WAIT_SECONDS = 0.1
 
 COMPILE_ONLY_JS = """\
 'use strict';
@@ -77,6 +79,18 @@ def opted_out(steps: Iterable[AssignmentStep]) -> set[str]:
     return own - ours
 
 
+def _idle_priority(pid: int) -> None:
+    """Let ``pid`` run only on otherwise idle CPU (SCHED_IDLE, else nice 19): compiling ahead
+    must never slow down the steps."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
+        except OSError:
+            pass  # ended already
+
+
 class CompileCache:
     """The job's node compile cache and the one background thread that fills it, a script at a
     time in the order asked (one compile-only ``node`` at a time: the steps keep a core)."""
@@ -101,7 +115,8 @@ class CompileCache:
         try:
             process.wait(WAIT_SECONDS)
         except subprocess.TimeoutExpired:
-            pass
+            process.kill()  # the machine had no idle time for it: the step compiles instead
+            return {}
         return {"NODE_COMPILE_CACHE": self.directory}
 
     def warm(self, files: Iterable[str]) -> None:
@@ -142,6 +157,7 @@ class CompileCache:
                     return  # no node here: the steps compile as usual
                 self._processes[file] = process
                 self._changed.notify_all()
+            _idle_priority(process.pid)
             process.wait()
 
     def close(self) -> None:
