@@ -444,7 +444,7 @@ class JobRunner:
             self.note(step_id, stop.message)
         elif cleanup and timed_out:
             outcome = "timed_out"
-            self.note(step_id, f"the post steps' {POST_GRACE:g} s after the stop ran out")
+            self.note(step_id, f"the clean-up window ({POST_GRACE:g} s after the stop) ran out")
         elif timed_out:
             outcome = "timed_out"
             self.note(

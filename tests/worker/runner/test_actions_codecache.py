@@ -1,6 +1,7 @@
-"""The compile-only script of the node compile cache, on the runner image's node: it compiles a
+"""The job's node compile cache: the compile-only script, on the runner image's node, compiles a
 CommonJS file into the cache without running any of it, the real ``node file`` then takes the
-cached code and behaves as without it; a file that is not CommonJS is left alone."""
+cached code and behaves as without it, a file that is not CommonJS is left alone; which actions
+are not compiled ahead."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.runner.actions.codecache import COMPILE_ONLY_JS
-
-pytestmark = pytest.mark.docker
+from forge_ci.protocol import AssignmentStep
+from worker.runner.actions.codecache import COMPILE_ONLY_JS, opted_out
 
 EFFECT = """\
 require('fs').appendFileSync('/tmp/marker', 'ran\\n');
@@ -31,6 +31,7 @@ echo "marker at the end: [$(tr '\\n' ' ' < /tmp/marker)]"
 """
 
 
+@pytest.mark.docker
 def test_compiled_without_running_and_taken_by_the_real_run(
     runner_image: str, tmp_path: Path
 ) -> None:
@@ -64,3 +65,21 @@ def test_compiled_without_running_and_taken_by_the_real_run(
         "esm ran",
         "marker at the end: [ran esm ]",
     ], done.stdout
+
+
+def _step(action: str, **env: str) -> AssignmentStep:
+    return AssignmentStep(
+        "s", "s", "x@v1" if action else "", "", "", "", dict(env), "", False, 0, action
+    )
+
+
+def test_an_action_is_left_cold_only_when_every_step_using_it_sets_its_own_cache() -> None:
+    steps = [
+        _step("own", NODE_COMPILE_CACHE=""),
+        _step("mixed", NODE_COMPILE_CACHE="/tmp/mine"),
+        _step("mixed"),
+        _step("plain", OTHER="1"),
+        _step("", NODE_COMPILE_CACHE=""),  # a run step
+    ]
+    assert opted_out(steps) == {"own"}
+    assert opted_out([]) == set()

@@ -258,4 +258,4 @@ def test_post_steps_run_after_the_job_time_limit_within_the_clean_up_window(
     assert forge.log(attempt, "later") == "after the limit\n"
     assert "post tom:" in forge.log(attempt, "post-noticed", "stdout")
     assert "hanging post started" in forge.log(attempt, "post-stuck")
-    assert "the post steps' 10 s after the stop ran out" in forge.log(attempt, "post-stuck")
+    assert "the clean-up window (10 s after the stop) ran out" in forge.log(attempt, "post-stuck")

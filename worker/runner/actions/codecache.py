@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from forge_ci.protocol import AssignmentStep
 
 #: How long a step waits for its script's compile-only process before it stops it.
-WAIT_SECONDS = 0.1
+WAIT_SECONDS = 0.05
 
 COMPILE_ONLY_JS = """\
 'use strict';
