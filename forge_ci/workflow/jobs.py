@@ -63,6 +63,8 @@ _JOB_OUTPUTS = frozenset(
     {"github", "needs", "matrix", "strategy", "steps", "job", "runner", "env", "inputs", "vars"}
 )
 _STATIC = frozenset({"matrix", "strategy"})
+#: A job's defaults.run (GitHub's context availability); the runner evaluates it per step.
+_JOB_DEFAULTS = frozenset({"github", "needs", "matrix", "strategy", "env", "vars", "inputs"})
 _ENVIRONMENT = frozenset({"github", "needs", "matrix", "strategy"})
 #: Evaluated when the job ends (matrix and strategy only: already in the plan).
 _JOB_CONTINUE = _ENVIRONMENT
@@ -167,7 +169,10 @@ def parse_job(
         env = parse_env(node["env"], env_scope, checker, problems)
     defaults = RunDefaults()
     if "defaults" in node:
-        defaults = parse_run_defaults(node["defaults"], "defaults", checker, problems)
+        defaults_scope = scope.narrowed("defaults.run.working-directory", _JOB_DEFAULTS)
+        defaults = parse_run_defaults(
+            node["defaults"], "defaults", checker, problems, defaults_scope
+        )
     timeout = DEFAULT_TIMEOUT_MINUTES
     if "timeout-minutes" in node:
         timeout = timeout_minutes(node["timeout-minutes"], "timeout-minutes", problems) or timeout

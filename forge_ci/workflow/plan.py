@@ -40,7 +40,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
-from forge_ci.workflow.defaults import RunDefaults, is_posix_shell, working_directory_problem
+from forge_ci.workflow.defaults import (
+    RunDefaults,
+    is_posix_shell,
+    normal_directory,
+    working_directory_problem,
+)
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
@@ -227,10 +232,14 @@ class PlanBuilder:
         if value is None or isinstance(value, str):
             return value
         rendered = render(value, contexts, self._report)
+        if rendered == "":
+            return None  # empty once the matrix is in (GitHub: the default, the workspace)
         if isinstance(rendered, str):
             problem = working_directory_problem(rendered)
             if problem:
                 self._report(value, problem)
+                return rendered
+            return normal_directory(rendered)
         return rendered
 
     def _continue_on_error(
