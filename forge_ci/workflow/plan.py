@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
+from forge_ci.workflow.checkout import normalize_path, path_problem
 from forge_ci.workflow.defaults import (
     RunDefaults,
     is_posix_shell,
@@ -169,7 +170,10 @@ class PlanBuilder:
                 "generated_id": step.generated_id,
                 "name": name if name is not None else "Checkout",
                 "uses": CHECKOUT,
-                "with": dict(step.checkout_inputs),
+                "with": {
+                    key: self._checkout_input(value, contexts)
+                    for key, value in step.checkout_inputs.items()
+                },
                 "run": None,
                 "shell": None,
                 "working_directory": None,
@@ -240,6 +244,19 @@ class PlanBuilder:
                 self._report(value, problem)
                 return rendered
             return normal_directory(rendered)
+        return rendered
+
+    def _checkout_input(self, value: str | Template, contexts: Mapping[str, Any]) -> PlanValue:
+        """A checkout input: text, or ``with.path`` with the matrix filled in (checked when no
+        runtime part is left; the runner checks the rest)."""
+        if isinstance(value, str):
+            return value
+        rendered = render(value, contexts, self._report)
+        if isinstance(rendered, str):
+            problem = path_problem(rendered)
+            if problem:
+                self._report(value, f"with.path: {problem}")
+            return normalize_path(rendered)
         return rendered
 
     def _continue_on_error(

@@ -224,3 +224,21 @@ def test_the_whole_github_context_is_readable_and_passed_as_data(accept: Accept)
 def test_an_unknown_github_field_stays_refused(refuse: Refuse) -> None:
     found = messages(refuse(job_file("- run: echo ${{ github.repositoryUrl }}\n")))
     assert "github.repositoryUrl is not available" in found
+
+
+# -- the checkout's with.path -----------------------------------------------------------------
+
+
+def test_a_checkout_path_may_use_step_contexts(accept: Accept, refuse: Refuse) -> None:
+    job = "    strategy:\n      matrix:\n        repo: [tools]\n"
+    checkout = "- id: where\n  run: echo\n- uses: actions/checkout@v4\n  with:\n    path: {}\n"
+    literal = build_plan(accept(job_file(checkout.format("vendor//${{ matrix.repo }}/"), job)))
+    assert literal["jobs"][0]["steps"][1]["with"]["path"] == "vendor/tools"
+    runtime = build_plan(accept(job_file(checkout.format("${{ steps.where.outputs.dir }}"), job)))
+    assert runtime["jobs"][0]["steps"][1]["with"]["path"] == {
+        "template": [{"expr": "steps.where.outputs.dir"}]
+    }
+    # A path the matrix makes is checked once the plan is built, like a literal one.
+    escaping = job.replace("[tools]", "['../out']")
+    found = messages(refuse(job_file(checkout.format("${{ matrix.repo }}"), escaping)))
+    assert "with.path: '../out' must stay inside the workspace (no '..')" in found
