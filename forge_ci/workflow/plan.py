@@ -258,7 +258,9 @@ class PlanBuilder:
         except ExpressionError as exc:
             self._report(value, f"cannot evaluate timeout-minutes: {exc.message}")
             return DEFAULT_TIMEOUT_MINUTES
-        text = str(result).strip() if isinstance(result, str | int | float) else ""
+        if isinstance(result, float) and result.is_integer():
+            result = int(result)  # expression numbers are floats: 60.0 is 60
+        text = str(result).strip() if isinstance(result, str | int) else ""
         minutes = int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else 0
         if isinstance(result, bool) or not 1 <= minutes <= MAX_TIMEOUT_MINUTES:
             self._report(
