@@ -69,7 +69,7 @@ from worker.runner.evaluation import (
     continues_on_error,
     render,
 )
-from worker.runner.gitcheckout import checkout_lines
+from worker.runner.gitcheckout import checkout_lines, rendered_inputs
 from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
@@ -379,7 +379,7 @@ class JobRunner:
 
         def work() -> tuple[str, int, dict[str, str]]:
             if step.uses == CHECKOUT:
-                self._checkout_step(step)
+                self._checkout_step(step, contexts)
                 return "success", -1, {}
             if step.uses:
                 try:
@@ -466,10 +466,10 @@ class JobRunner:
         if self.report_step(step_id, "completed", outcome, exit_code, continue_on_error):
             self._record(step_id, outcome, conclusion, exit_code, outputs)
 
-    def _checkout_step(self, step: AssignmentStep) -> None:
+    def _checkout_step(self, step: AssignmentStep, contexts: dict[str, Any]) -> None:
         try:
-            self._check_out(step.id, dict(step.inputs))
-        except CheckoutError as exc:
+            self._check_out(step.id, rendered_inputs(step.id, step.inputs, contexts))
+        except (CheckoutError, EvaluationError) as exc:
             raise StepFailed(str(exc)) from None
 
     def directory(self, relative: str) -> str:
