@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
@@ -80,7 +79,7 @@ def repository_access(
 
 
 @cache
-def _access_statement() -> Select[Any]:
+def _access_statement() -> Select[Repository, str]:
     """Built once: building it costs more than running it, and it runs on every request."""
     return (
         select(Repository, Membership.role)

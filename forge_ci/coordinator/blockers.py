@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Any
 
 from sqlalchemy import Select, bindparam, exists, or_, select
 from sqlalchemy.orm import Session
@@ -97,7 +96,7 @@ def provider_states(
 
 
 @cache
-def _providers_statement() -> Select[Any]:
+def _providers_statement() -> Select[int, str, str, datetime | None, bool]:
     """Built once: polls run it many times a second."""
     granted = select(ProviderGrant.provider_id).where(
         ProviderGrant.repository_id == bindparam("repository_id")

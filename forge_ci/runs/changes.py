@@ -51,9 +51,11 @@ def run_counters(session: Session, access: RepositoryAccess, number: int) -> Run
     except queue blockers.
     """
     repository = access.require(Role.READ)
-    row = session.connection().execute(
-        _counters_statement(), {"repository_id": repository.id, "number": number}
-    ).first()
+    row = (
+        session.connection()
+        .execute(_counters_statement(), {"repository_id": repository.id, "number": number})
+        .first()
+    )
     if row is None:
         raise NotFound(f"run #{number} not found in {repository.full_name}")
     run_id, requested_by_id, requested_by_name, queued, active, admin, membership, *values = row
