@@ -9,6 +9,7 @@ Every setting is documented in ``docs/configuration.md``; keep the two in step.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Mapping
@@ -87,6 +88,9 @@ class Settings:
     #: ``forge-ci provider run``'s egress policy unless its flags say otherwise (forge_ci.egress).
     provider_egress: str = DEFAULT_MODE
     provider_egress_allow: tuple[str, ...] = ()
+    #: ``ssh://USER@HOST:PORT`` people push to, when not ``ssh_listen`` (behind a published port,
+    #: a proxy, or listening on 0.0.0.0); empty: derived from ``ssh_listen``.
+    public_ssh_url: str = ""
     #: Fault-injection points for the test suite and the benchmark (``FORGE_CI_TEST_FAULTS``),
     #: honoured only when ``FORGE_CI_TESTING=1``; always empty in production.
     test_faults: tuple[TestFault, ...] = ()
@@ -137,6 +141,9 @@ class Settings:
 
     @property
     def ssh_url(self) -> str:
+        """Where people push (clone URLs, ``repo create``): ``public_ssh_url`` or ssh_listen's."""
+        if self.public_ssh_url:
+            return self.public_ssh_url
         host, port = self.ssh_listen
         return f"ssh://git@{_url_host(host)}:{port}"
 
@@ -149,6 +156,7 @@ _ENV = {
     "ssh_listen": "FORGE_CI_SSH_LISTEN",
     "web_listen": "FORGE_CI_WEB_LISTEN",
     "public_url": "FORGE_CI_PUBLIC_URL",
+    "public_ssh_url": "FORGE_CI_PUBLIC_SSH_URL",
     "secret_key_file": "FORGE_CI_SECRET_KEY_FILE",
     "repo_lock_timeout": "FORGE_CI_REPO_LOCK_TIMEOUT",
     "ssh_max_connections": "FORGE_CI_SSH_MAX_CONNECTIONS",
@@ -188,6 +196,20 @@ def parse_listen(value: str, name: str) -> tuple[str, int]:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+_SSH_ORIGIN = re.compile(r"ssh://[A-Za-z0-9._-]+@(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
+
+
+def _public_ssh_url(value: Any) -> str:
+    """``ssh://USER@HOST[:PORT]`` (no path, no trailing slash: repositories are appended)."""
+    text = str(value or "").strip().rstrip("/")
+    if text and not _SSH_ORIGIN.fullmatch(text):
+        raise ConfigurationError(
+            "FORGE_CI_PUBLIC_SSH_URL must be ssh://USER@HOST[:PORT] (for example "
+            f"ssh://git@forge.example.com:2222), got {value!r}"
+        )
+    return text
 
 
 def _positive_float(value: Any, name: str) -> float:
@@ -323,6 +345,7 @@ def load_settings(
             Path(str(raw["metrics_token_file"])) if raw.get("metrics_token_file") else None
         ),
         **_egress(raw),
+        public_ssh_url=_public_ssh_url(raw.get("public_ssh_url")),
         test_faults=parse_test_faults(environ),
     )
 

@@ -41,6 +41,7 @@ from forge_ci.gitstore import ensure_configured, repository_path
 from forge_ci.hookchecks import require_hooks
 from forge_ci.locks import repository_lock
 from forge_ci.models import Repository
+from forge_ci.pushes.events import still_offered
 from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates
 from forge_ci.pushes.settling import confirm_updates, settle_repository
@@ -146,9 +147,9 @@ def run_receive_pack(
     if not (mine and _expects_runs(ctx, repository_id)):
         finish(status)  # nothing to tell: the client need not wait for the enqueue
         if ready:
-            ctx.queue.enqueue_push_events(ready, fresh=True)
+            ctx.queue.enqueue_push_events(ready, still_offered(ctx.database))
         return
-    enqueued = ctx.queue.enqueue_push_events(ready, fresh=True)
+    enqueued = ctx.queue.enqueue_push_events(ready, still_offered(ctx.database))
     _announce(ctx, channel, pusher, full_name, mine, wait=enqueued)
     finish(status)
 

@@ -2,7 +2,8 @@
 
 Each job takes ids, opens its own session on an engine created in *this* process (RQ forks a
 work horse per job; an engine inherited across a fork would share the parent's connections), and
-is idempotent: RQ, the scan and a retry may all run it for the same event.
+is idempotent: a delivery of an event that another work horse holds, or that was processed
+already, returns at once (the event's claim, ``forge_ci.pushes.events``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def process_push_event(event_id: int) -> EventOutcome | Retry:
     """Turn a confirmed push event into runs (``forge_ci.runs.events``), or retry later.
 
     Returns the outcome, or an RQ ``Retry`` in 30 s when the repository is busy or the database
-    is unavailable. A repeated or late run of the same event creates nothing twice.
+    is unavailable. A repeated or late run of the same event does nothing and says so.
     """
     database, settings = process_database()
     try:
@@ -73,5 +74,8 @@ def process_push_event(event_id: int) -> EventOutcome | Retry:
     except (RepositoryBusy, Unavailable) as exc:
         log.warning("push event %s: %s; retrying in %s s", event_id, exc, RETRY_SECONDS)
         return Retry(max=RETRY_TIMES, interval=RETRY_SECONDS)
-    log.info("push event %s: %s (%s)", event_id, outcome.result, outcome.detail)
+    if outcome.repeated:
+        log.info("push event %s: already processed (%s)", event_id, outcome.result)
+    else:
+        log.info("push event %s: %s (%s)", event_id, outcome.result, outcome.detail)
     return outcome

@@ -3,7 +3,7 @@ only copy of anything.
 
     loop:
       scan   settle repositories a crash left with open intents (under their locks),
-             enqueue every confirmed event that no job is waiting for
+             enqueue every confirmed event that nobody holds and no job is waiting for
       work   RQ jobs until idle for ``scan_interval`` s, or ``MAX_JOBS_BETWEEN_SCANS`` jobs
     beside it, in a thread: the lease sweeper (``forge_ci.coordinator.sweeper``) every 2 s,
     which ends attempts whose runner fell silent (``lost``) or ran out of time
@@ -11,7 +11,11 @@ only copy of anything.
     ``on: schedule`` workflows once per matching UTC minute while the worker is up
 
 A push whose enqueue failed (Redis down) is picked up by the next scan; a job that failed is
-enqueued again by the scan after it (RQ keeps it as failed, not pending).
+enqueued again by the scan after it (RQ keeps it as failed, not pending). Every process of a
+pool scans, and the push enqueues too: ``JobQueue.enqueue_push_events`` is atomic, so an event
+is queued once, and the event's claim (``forge_ci.pushes.events``) lets one work horse process
+it. A work horse killed mid-job (kill -9, out of memory) leaves its claim; this worker gives it
+back at once, so the next scan offers the event again.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import math
 import signal
 import threading
 from types import FrameType
+from typing import Any
 
 import redis
 from rq import Worker
+from rq.job import Job
 from sqlalchemy.exc import SQLAlchemyError
 
 from forge_ci.coordinator.sweeper import Sweeper
@@ -31,9 +37,15 @@ from forge_ci.coordinator.wakeups import install_publisher
 from forge_ci.db import Database
 from forge_ci.errors import ForgeCIError, RepositoryBusy, Unavailable
 from forge_ci.locks import repository_lock
-from forge_ci.pushes.events import confirmed_event_ids, repositories_with_open_events
+from forge_ci.pushes.events import (
+    claim_holder,
+    offered_event_ids,
+    release_claim,
+    repositories_with_open_events,
+    still_offered,
+)
 from forge_ci.pushes.settling import settle_repository
-from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
+from forge_ci.queueing import PROCESS_PUSH_EVENT, PUSH_EVENTS_QUEUE, JobQueue
 from forge_ci.runs.scheduler import Scheduler
 from forge_ci.settings import Settings
 
@@ -46,13 +58,27 @@ _SCAN_LOCK_TIMEOUT = 1.0
 
 
 class _Worker(Worker):
-    """RQ's forking worker, remembering a warm shutdown (SIGTERM/SIGINT) for the loop above it."""
+    """RQ's forking worker, remembering a warm shutdown (SIGTERM/SIGINT) for the loop above it,
+    and giving back the claim of a work horse that died mid-job."""
 
     stop_requested = False
+    database: Database | None = None
 
     def handle_warm_shutdown_request(self) -> None:
         self.stop_requested = True
         super().handle_warm_shutdown_request()  # type: ignore[no-untyped-call]
+
+    def handle_work_horse_killed(self, job: Job, retpid: int, ret_val: int, rusage: Any) -> None:
+        super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
+        if self.database is None or job.func_name != PROCESS_PUSH_EVENT or not job.args:
+            return
+        try:
+            with self.database.session() as session:
+                release_claim(session, int(job.args[0]), claim_holder(retpid))
+        except SQLAlchemyError as exc:  # the claim runs out by itself
+            log.warning("push event %s: could not release its claim: %s", job.args[0], exc)
+        finally:
+            self.database.engine.dispose()  # the next work horse forks from this process
 
 
 def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
@@ -71,9 +97,9 @@ def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
         except ForgeCIError as exc:  # NeedsInspection above all: an operator must look
             log.error("repository #%s: %s", repository_id, exc.message)
     with database.session(read_only=True) as session:
-        ids = confirmed_event_ids(session)
+        ids = offered_event_ids(session)
     if ids:
-        queue.enqueue_push_events(ids)
+        queue.enqueue_push_events(ids, still_offered(database))
     return ids
 
 
@@ -136,6 +162,7 @@ def run(
             try:
                 # The scheduler starts retries that jobs asked for (Retry in 30 s).
                 worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
+                worker.database = database
                 worker.work(
                     burst=burst,
                     with_scheduler=True,

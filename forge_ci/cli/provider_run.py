@@ -118,7 +118,7 @@ def _check_private(path: str) -> None:
     type=click.IntRange(128, 1024 * 1024),
     default=2048,
     show_default=True,
-    help="Memory per job, /tmp included; no swap.",
+    help="Memory per job, /tmp included (a quarter of it, at most 256 MiB); no swap.",
 )
 @click.option("--pids", type=click.IntRange(16, 1_000_000), default=512, show_default=True)
 def run(
@@ -170,7 +170,7 @@ def run(
             slots=slots,
             egress_network=egress_network,
             egress=policy,
-            limits=JobLimits(cpus=cpus, memory_bytes=memory_mb * 1024 * 1024, pids=pids),
+            limits=JobLimits.for_memory(cpus=cpus, memory_bytes=memory_mb * 1024**2, pids=pids),
             docker_url=os.environ.get("DOCKER_HOST") or None,
         )
     )

@@ -13,6 +13,12 @@ before git moves the ref, and ends as a durable event a worker can act on::
 ``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and the row is committed, so
 the event can be enqueued. :data:`TRANSITIONS` is the whole state machine; the tests check it
 as a table.
+
+A worker processing a confirmed event first *claims* it (``claimed_by``, ``claimed_until``: one
+conditional UPDATE that only one processor wins, ``forge_ci.pushes.events.claim_event``), so an
+event is worked on by one process at a time. A claim is a lease, not a state: the event stays
+``confirmed`` until its result is recorded, and a claim whose holder died without releasing it
+ends when ``claimed_until`` passes; the worker's scan then offers the event again.
 """
 
 from __future__ import annotations
@@ -74,6 +80,10 @@ class PushEvent(Base):
     #: When the event reached ``confirmed`` or ``aborted``.
     settled_at: Mapped[datetime | None]
     received_at: Mapped[datetime | None]
+    #: Who processes the event (``host:pid`` of a work horse), kept after it was received.
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    #: The claim's lease: until then no other processor takes the event.
+    claimed_until: Mapped[datetime | None]
 
     repository: Mapped[Repository] = relationship()
     pusher: Mapped[User] = relationship()

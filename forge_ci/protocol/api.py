@@ -11,9 +11,9 @@ from typing import Any, Final
 
 from forge_ci.protocol.egress import EGRESS_FIELDS, EgressRequest
 from forge_ci.protocol.fields import (
-    ENV_NAME_RE,
     HEX32,
     OUTPUT_NAME_RE,
+    PROCESS_ENV_NAME_RE,
     PROTOCOL_VERSION,
     Fields,
     ProtocolError,
@@ -455,7 +455,7 @@ def _secret_env(value: object, name: str) -> dict[str, str]:
         raise invalid(f"{name} must be an object of strings, not {kind(value)}")
     result: dict[str, str] = {}
     for key, item in value.items():
-        if not ENV_NAME_RE.fullmatch(key):
+        if not PROCESS_ENV_NAME_RE.fullmatch(key):
             raise invalid(f"{name}: {key[:100]!r} is not an environment variable name")
         result[key] = utf8(string(item, f"{name}.{key}"), f"{name}.{key}")
     return result

@@ -21,6 +21,10 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 OUTPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+#: A variable name a step's process may be given: GitHub accepts any name in ``env`` (``a-b``,
+#: ``x.y``); only ``=`` and NUL cannot pass through ``execve``, and forge-ci also leaves out
+#: control characters (names are shown in logs and pages). At most 255 characters.
+PROCESS_ENV_NAME_RE = re.compile(r"[^=\x00-\x1f\x7f]{1,255}")
 
 
 class ProtocolError(Exception):

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from forge_ci.protocol.fields import (
     ENV_NAME_RE,
+    PROCESS_ENV_NAME_RE,
     integer,
     invalid,
     kind,
@@ -63,7 +64,7 @@ def _env(value: object, name: str) -> dict[str, str | dict[str, Any]]:
         raise invalid(f"{name} must be an object")
     result: dict[str, str | dict[str, Any]] = {}
     for key, item in value.items():
-        if not ENV_NAME_RE.fullmatch(key):
+        if not PROCESS_ENV_NAME_RE.fullmatch(key):
             raise invalid(f"{name}: {key[:100]!r} is not a valid environment variable name")
         result[key] = parse_env_value(item, f"{name}.{key}")
     return result

@@ -1,7 +1,10 @@
 """Push events into runs (ARCHITECTURE.md, "A push, step by step", step 7).
 
-A worker calls :func:`process_push_event` for each confirmed event, as often as RQ, the scan and
-retries make it; every decision is recorded, so a replay creates nothing twice::
+A worker calls :func:`process_push_event` for each confirmed event. It first claims the event
+(one conditional UPDATE: of concurrent deliveries, one wins; see ``forge_ci.pushes.events``), so
+an event is planned by one processor at a time and a later delivery only reports what is being
+or was done. Every decision is recorded, so a processor taking over from a dead one creates
+nothing twice::
 
     event ─► ignored?        deletion, unchanged ref, not a branch or tag, a tag of no commit
           ─► disabled?       push workflows off, or switched on after this push was recorded
@@ -22,8 +25,8 @@ are recorded with its outcome in ``diagnostics``, as errors are for an invalid f
 Each file is decided and recorded in its own serialized transaction under the repository lock,
 keyed by (event, path), so a crash or a second worker in the middle leaves every file either
 done once or not at all. Temporary trouble (the repository lock is busy, the database is
-unreachable) propagates to the caller, which retries later; the event stays ``confirmed`` until
-its result is recorded, so the worker's scan finds it again.
+unreachable) propagates to the caller, which retries later, and the claim is released; the
+event stays ``confirmed`` until its result is recorded, so the worker's scan finds it again.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from forge_ci.models import (
     Run,
 )
 from forge_ci.models import push_runs as outcomes
-from forge_ci.pushes.events import mark_received
+from forge_ci.pushes.events import claim_event, claim_holder, mark_received, release_claim
 from forge_ci.refs import is_zero
 from forge_ci.runs.create import creating_runs, with_actions
 from forge_ci.runs.definition import RunDefinition, define_run
@@ -65,7 +68,7 @@ from forge_ci.runs.sources import (
     list_workflow_files,
     read_workflow_file,
 )
-from forge_ci.runs.transactions import begin_reading, begin_serialized
+from forge_ci.runs.transactions import begin_reading, begin_serialized, end_transaction
 from forge_ci.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -74,7 +77,6 @@ log = logging.getLogger(__name__)
 #: (a worker must not sit on one busy repository while others wait).
 EVENT_LOCK_TIMEOUT = 5.0
 PUSH = "push"
-_READY = (PushEventState.CONFIRMED.value, PushEventState.RECEIVED.value)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class EventOutcome:
     result: str | None
     detail: str
     runs: tuple[int, ...] = ()
+    #: A later delivery of an event already processed: nothing was done again.
+    repeated: bool = False
 
 
 @dataclass
@@ -96,20 +100,66 @@ class _FileDecision:
     workflow: Any = field(default=None, repr=False)
 
 
-def process_push_event(session: Session, settings: Settings, event_id: int) -> EventOutcome:
+def process_push_event(
+    session: Session, settings: Settings, event_id: int, *, holder: str | None = None
+) -> EventOutcome:
     """Turn one push event into runs (see the module docstring). Commits as it goes.
+
+    Claims the event first (``forge_ci.pushes.events.claim_event``): a delivery of an event
+    somebody else is processing, or has processed, returns at once without planning anything
+    (``repeated`` for the latter). ``holder`` names this processor (default ``host:pid``); a
+    processor that stops without a result gives its claim back.
 
     Raises RepositoryBusy or Unavailable (and SQLAlchemy's connection errors) for trouble that
     a retry may clear; everything else is recorded on the event.
     """
+    holder = holder or claim_holder()
+    end_transaction(session)
+    if not claim_event(session, event_id, holder):
+        return _not_claimed(session, event_id)
+    try:
+        return _process(session, settings, event_id)
+    except BaseException:
+        _give_up(session, event_id, holder)
+        raise
+
+
+def _not_claimed(session: Session, event_id: int) -> EventOutcome:
+    """What a delivery that did not win the claim says (it only reads)."""
+    begin_reading(session)
+    event = session.get(PushEvent, event_id)
+    if event is None:
+        return EventOutcome(event_id, None, "no such push event")
+    if event.state == PushEventState.RECEIVED.value:
+        done = session.get(PushEventResult, event_id)
+        if done is not None:
+            runs = _run_numbers(session, event_id)
+            return EventOutcome(event_id, done.result, done.detail, runs, repeated=True)
+        return EventOutcome(event_id, None, "already received", repeated=True)
+    if event.state != PushEventState.CONFIRMED.value:
+        return EventOutcome(event_id, None, f"the event is {event.state}, not confirmed")
+    until = event.claimed_until.isoformat(timespec="seconds") if event.claimed_until else "?"
+    return EventOutcome(event_id, None, f"being processed by {event.claimed_by} (until {until})")
+
+
+def _give_up(session: Session, event_id: int, holder: str) -> None:
+    """Release the claim of a processing that stopped without a result (best effort: a claim
+    that cannot be released now runs out by itself)."""
+    try:
+        session.rollback()
+        release_claim(session, event_id, holder)
+    except Exception:  # the database is what failed, most likely: keep the original error
+        log.warning("push event %s: could not release its claim; it runs out", event_id)
+
+
+def _process(session: Session, settings: Settings, event_id: int) -> EventOutcome:
+    """Process an event this caller has claimed."""
     begin_reading(session)  # git and parsing hold no write lock; writes serialize on their own
     event = session.get(PushEvent, event_id)
     if event is None:
         return EventOutcome(event_id, None, "no such push event")
-    if event.state not in _READY:
-        return EventOutcome(event_id, None, f"the event is {event.state}, not confirmed")
     done = session.get(PushEventResult, event_id)
-    if done is not None:
+    if done is not None:  # recorded by a processor that then died before marking it received
         _finish(session, event_id, done.result, done.detail, done.changed_paths_count)
         return EventOutcome(event_id, done.result, done.detail, _run_numbers(session, event_id))
     repository = event.repository

@@ -4,10 +4,12 @@ Defaults apply workflow < job < step. An omitted shell stays unspecified in the 
 GitHub's implicit shell (``bash -e {0}`` when bash exists) differs from explicitly selecting
 ``bash`` (``bash --noprofile --norc -eo pipefail {0}``); the runner decides.
 
-Working directories are relative paths inside the workspace (a step's may be an expression,
-checked by the runner instead): no leading '/', '~' or
-drive, no '..', no empty components, no backslashes, no control characters. The runner must
-still enforce containment at run time, because a checked-in symlink can point anywhere.
+Working directories are relative paths inside the workspace (a step's and a job's default may
+be an expression, checked by the runner instead): no leading '/', '~' or drive, no '..', no
+backslashes, no control characters. Empty components mean nothing to a path (``app/`` and
+``a//b`` are ``app`` and ``a/b`` to the system GitHub's runner hands them to), so they are
+dropped (:func:`normal_directory`). The runner must still enforce containment at run time,
+because a checked-in symlink can point anywhere.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from forge_ci.workflow.checkout import normalize_path
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, describe
 from forge_ci.workflow.templates import ExpressionChecker, Scope, Template
@@ -74,9 +77,12 @@ def working_directory_problem(path: str) -> str | None:
     parts = path.split("/")
     if ".." in parts:
         return f"working-directory must not leave the workspace with '..' ('{path}')"
-    if "" in parts:
-        return f"working-directory must not have empty components ('{path}')"
     return None
+
+
+def normal_directory(path: str) -> str:
+    """A valid working directory without empty components (``./a//b/`` -> ``a/b``)."""
+    return normalize_path(path) or "."
 
 
 def shell(node: Node, checker: ExpressionChecker, problems: Problems) -> str | None:
@@ -116,13 +122,20 @@ def working_directory(
     if problem:
         problems.at(scalar, problem)
         return None
-    return text
+    return normal_directory(text)
 
 
 def parse_run_defaults(
-    node: Node, where: str, checker: ExpressionChecker, problems: Problems
+    node: Node,
+    where: str,
+    checker: ExpressionChecker,
+    problems: Problems,
+    scope: Scope | None = None,
 ) -> RunDefaults:
-    """``defaults`` of a workflow or job (``where`` names it in messages)."""
+    """``defaults`` of a workflow or job (``where`` names it in messages).
+
+    A job's ``scope`` lets its working-directory hold expressions (GitHub: github, needs,
+    strategy, matrix, env, vars, inputs); the workflow's takes none, as on GitHub."""
     if not isinstance(node, Mapping):
         problems.at(node, f"{where} must be a mapping, not {describe(node)}")
         return RunDefaults()
@@ -144,7 +157,7 @@ def parse_run_defaults(
         if key.value == "shell":
             chosen_shell = shell(value, checker, problems)
         elif key.value == "working-directory":
-            directory = working_directory(value, checker, problems)
+            directory = working_directory(value, checker, problems, scope)
         else:
             hint = problems.hint(key.value, ("shell", "working-directory"))
             problems.at(key, f"'{key.value}' is not a {where}.run key{hint}")

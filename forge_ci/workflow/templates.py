@@ -4,7 +4,9 @@ Every ``${{ }}`` template and every ``if`` condition is parsed by the expression
 checked against a :class:`Scope`: the contexts available at that key (following GitHub's context
 availability table, narrowed to the contexts forge-ci provides), the matrix keys of the job, its
 direct ``needs`` and the ids of earlier steps. A reference outside the scope is a located error
-here rather than an empty string at run time.
+here rather than an empty string at run time. Two references GitHub evaluates to null without a
+word, an id no earlier step has and a key the matrix lacks (or any matrix key in a job without a
+matrix), are accepted as on GitHub with a located *notice* saying it is always empty.
 
 Contexts forge-ci provides (docs/workflow-syntax.md, "Contexts"):
 
@@ -28,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from forge_ci.workflow.diagnostics import Problems, did_you_mean
+from forge_ci.workflow.diagnostics import Diagnostic, Problems, did_you_mean
 from forge_ci.workflow.expressions import (
     FILE_FUNCTIONS,
     MAX_EXPRESSION_LENGTH,
@@ -351,6 +353,10 @@ class ExpressionChecker:
                 problem = _path_problem(lowered_path, path, scope)
                 if problem:
                     self._error(scalar, offset, problem)
+                notice = _path_notice(lowered_path, path, scope)
+                if notice:
+                    line, column = self.locate(scalar, offset)
+                    self.problems.notice(Diagnostic(line, column, notice), notice)
         return len(self.problems) == before
 
     def _check_secret(
@@ -429,14 +435,12 @@ _FIXED_FIELDS = {"runner": RUNNER_FIELDS, "job": JOB_FIELDS}
 def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope) -> str | None:
     """What is wrong with one context path such as ('needs', 'build', 'outputs', 'x')."""
     root = path[0]
-    where = scope.where
     if root == "github":
         fields = ", ".join(f"github.{name}" for name in GITHUB_FIELDS)
         if len(path) < 2:
-            return (
-                "use one github field (like github.sha or github.event.head_commit), not the "
-                "whole github context"
-            )
+            # The whole context (toJSON(github), github[name]): as on GitHub; the runner gives
+            # such an expression the token masked (worker/runner/evaluation.py).
+            return None
         if path[1] not in GITHUB_FIELDS:
             hint = did_you_mean(str(written[1]), GITHUB_FIELDS)
             return f"github.{written[1]} is not available{hint}; forge-ci provides {fields}"
@@ -447,16 +451,6 @@ def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope)
         if len(path) >= 2 and path[1] not in known:
             hint = did_you_mean(str(written[1]), known)
             return f"{root}.{written[1]} does not exist{hint}; use {', '.join(known)}"
-    elif root == "matrix":
-        if scope.matrix_keys is None:
-            return f"the matrix context is only available in a job with strategy.matrix ({where})"
-        if (
-            len(path) >= 2
-            and scope.matrix_keys != ANY_MATRIX_KEY
-            and (path[1] not in scope.matrix_keys)
-        ):
-            hint = did_you_mean(str(written[1]), sorted(scope.matrix_keys))
-            return f"the matrix has no key '{written[1]}'{hint}"
     elif root == "strategy":
         if len(path) >= 2 and path[1] not in STRATEGY_FIELDS:
             hint = did_you_mean(str(written[1]), STRATEGY_FIELDS)
@@ -467,13 +461,31 @@ def _path_problem(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope)
         if len(path) >= 3 and path[2] not in ("outputs", "result"):
             return f"needs.{written[1]}.{written[2]} does not exist; use outputs or result"
     elif root == "steps":
-        if len(path) >= 2 and path[1] not in scope.steps:
-            if scope.where == "job outputs":
-                return f"no step in this job has the id '{written[1]}'"
-            return f"no earlier step in this job has the id '{written[1]}'"
         if len(path) >= 3 and path[2] not in ("outputs", "outcome", "conclusion"):
             return (
                 f"steps.{written[1]}.{written[2]} does not exist; "
                 "use outputs, outcome or conclusion"
             )
     return None
+
+
+def _path_notice(path: tuple[str, ...], written: tuple[Any, ...], scope: Scope) -> str | None:
+    """What a context path reads that is always empty, as GitHub evaluates it (null): the
+    steps of an id no earlier step has (a typo, a later or removed step), the matrix of a job
+    without one, a key the matrix does not have. Accepted, but never silently."""
+    where = scope.where
+    named = ".".join(str(part) for part in written[:2])
+    keys = scope.matrix_keys
+    if path[0] == "steps" and len(path) >= 2 and path[1] not in scope.steps:
+        which = "no step in this job" if where == "job outputs" else "no earlier step"
+        reason = f"{which} has the id '{written[1]}'"
+    elif path[0] == "matrix" and keys is None:
+        reason = "the job has no strategy.matrix"
+    elif path[0] == "matrix" and len(path) >= 2 and keys != ANY_MATRIX_KEY:
+        if keys is None or path[1] in keys:
+            return None
+        hint = did_you_mean(str(written[1]), sorted(keys))
+        reason = f"the matrix has no key '{written[1]}'{hint}"
+    else:
+        return None
+    return f"{named} is always empty in {where}: {reason} (GitHub reads it as null too)"

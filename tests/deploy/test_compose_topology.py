@@ -162,6 +162,10 @@ def test_compose_accepts_the_files_and_the_topology_holds(configs: list[dict[str
         }
         dind = config["services"]["dind"]
         assert dind.get("privileged") or "SYS_ADMIN" in dind.get("cap_add", [])
+        # repo create and clone URLs name the published port, not the listener on 0.0.0.0.
+        for name in ("web", "ssh", "worker"):
+            environment = config["services"][name]["environment"]
+            assert environment["FORGE_CI_PUBLIC_SSH_URL"] == "ssh://git@localhost:2222", name
     # The default is privileged; the overlay trades it for capabilities, never both.
     assert configs[0]["services"]["dind"]["privileged"] is True
     assert configs[1]["services"]["dind"].get("privileged") is False

@@ -355,5 +355,24 @@ def test_secrets_request_and_answer() -> None:
     status = protocol.AttemptStatus(9, "running", "a" * 32, 0, 1, 2, 3, False, "", "")
     answer = json.loads(protocol.dumps(protocol.secrets_body("step_2", {"TOKEN": "v"}, status)))
     assert protocol.parse_secrets_response(answer) == ("step_2", {"TOKEN": "v"}, status)
-    with pytest.raises(ProtocolError):
-        protocol.parse_secrets_response({**answer, "env": {"1BAD": "v"}})
+    # Env names as GitHub takes them (ruby-version); never what no process environment holds.
+    dashed = {**answer, "env": {"ruby-version": "v"}}
+    assert protocol.parse_secrets_response(dashed)[1] == {"ruby-version": "v"}
+    for name in ("A=B", "A\x00B", "A\nB", "", "a" * 256):
+        with pytest.raises(ProtocolError):
+            protocol.parse_secrets_response({**answer, "env": {name: "v"}})
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("ruby-version", True), ("1A", True), ("a" * 255, True), ("A=B", False), ("A\tB", False),
+     ("", False), ("a" * 256, False)],
+)  # fmt: skip
+def test_step_env_names_are_what_a_process_can_hold(name: str, ok: bool) -> None:
+    data = assignment_json()
+    data["steps"][1]["env"] = {name: "x"}
+    if ok:
+        assert Assignment.from_json(data).steps[1].env == {name: "x"}
+    else:
+        with pytest.raises(ProtocolError, match="is not a valid environment variable name"):
+            Assignment.from_json(data)

@@ -16,9 +16,9 @@ from forge_ci.gitstore import repository_path
 from forge_ci.models import PushEvent, PushEventState, User
 from forge_ci.models.push_events import TRANSITIONS
 from forge_ci.pushes.events import (
-    confirmed_event_ids,
     list_push_events,
     mark_received,
+    offered_event_ids,
     repositories_with_open_events,
 )
 from forge_ci.pushes.inspection import resolve_push_event
@@ -261,7 +261,7 @@ def test_a_confirmation_leaves_nothing_to_settle(
     assert confirm_updates(session, settings, context, update) == [event_id]
     assert settle_repository(session, settings, repo_id).confirmed == []
     assert str(git.references[f"refs/forge-ci/push-events/{event_id}"].target) == c1
-    assert confirmed_event_ids(session) == [event_id]
+    assert offered_event_ids(session) == [event_id]
     session.rollback()
 
 
@@ -347,7 +347,7 @@ def test_an_operator_says_the_push_happened(
     assert str(git.references["refs/heads/main"].target) == c2
     assert str(git.references[f"refs/forge-ci/push-events/{event_id}"].target) == c2
     assert settle_repository(session, settings, repo_id) == Settled()  # writes resume
-    assert confirmed_event_ids(session) == [event_id]
+    assert offered_event_ids(session) == [event_id]
 
 
 def test_an_operator_says_the_push_did_not_happen(
@@ -431,12 +431,12 @@ def test_receiving_is_idempotent_and_only_for_confirmed_events(
     session.commit()
     set_ref(git, "refs/heads/main", c1)
     settle_repository(session, settings, repo_id)
-    assert confirmed_event_ids(session) == [event_id]
+    assert offered_event_ids(session) == [event_id]
     assert mark_received(session, event_id) is True
     session.commit()
     assert mark_received(session, event_id) is False
     assert mark_received(session, 999999) is False
     session.commit()
-    assert confirmed_event_ids(session) == []
+    assert offered_event_ids(session) == []
     event = session.get(PushEvent, event_id)
     assert event is not None and event.state == "received" and event.received_at is not None

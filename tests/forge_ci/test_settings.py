@@ -30,6 +30,15 @@ def test_environment_overrides_the_file_which_overrides_defaults(tmp_path: Path)
     assert settings.web_listen == ("::1", 9100)  # the environment wins
     assert settings.public_url == "http://[::1]:9100"
     assert settings.ssh_url == "ssh://git@127.0.0.1:2022"
+    # Listening on every interface, behind a published port: what people push to is its own.
+    published = load_settings(
+        env={
+            "FORGE_CI_DATA_DIR": str(tmp_path),
+            "FORGE_CI_SSH_LISTEN": "0.0.0.0:2222",
+            "FORGE_CI_PUBLIC_SSH_URL": "ssh://git@forge.example.com:2200/",
+        }
+    )
+    assert published.ssh_url == "ssh://git@forge.example.com:2200"
 
 
 @pytest.mark.parametrize("value", ["2222", "host:", ":80", "host:port", "h:70000", "[::1]2222"])
@@ -61,6 +70,8 @@ def test_invalid_toml_and_missing_file_are_named(tmp_path: Path) -> None:
         ("FORGE_CI_REPO_LOCK_TIMEOUT", "soon", "must be a number"),
         ("FORGE_CI_SSH_MAX_CONNECTIONS", "1.5", "positive whole number"),
         ("FORGE_CI_DATABASE_URL", "mysql://x", "sqlite:/// or postgresql"),
+        ("FORGE_CI_PUBLIC_SSH_URL", "git@forge.example.com", "ssh://USER@HOST"),
+        ("FORGE_CI_PUBLIC_SSH_URL", "ssh://git@forge.example.com:22/x", "ssh://USER@HOST"),
     ],
 )
 def test_bad_values_are_refused(tmp_path: Path, var: str, value: str, message: str) -> None:

@@ -18,6 +18,7 @@ from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
 from forge_ci.locks import repository_lock
 from forge_ci.models import PushEvent
+from forge_ci.pushes.events import claim_event, release_claim
 from forge_ci.pushes.intents import PushContext, record_intents
 from forge_ci.pushes.settling import confirm_updates, settle_repository
 from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
@@ -94,9 +95,22 @@ def test_processing_a_push_event_is_idempotent(
     git.references.create("refs/heads/main", pygit2.Oid(hex=new))
     with database.session() as s:
         settle_repository(s, settings, repository_id)
+    # A delivery while another work horse holds the event plans nothing (issue #14, finding 5).
+    with database.session() as s:
+        assert claim_event(s, event_id, "elsewhere:1")
+    held = jobs.process_push_event(event_id)
+    assert isinstance(held, EventOutcome) and held.result is None
+    assert held.detail.startswith("being processed by elsewhere:1 (until ")
+    assert state(database, event_id) == "confirmed"
+    with database.session() as s:
+        assert release_claim(s, event_id, "elsewhere:1")  # as its worker does when it dies
     first = jobs.process_push_event(event_id)
     assert isinstance(first, EventOutcome) and first.result == "disabled"  # push workflows off
-    assert jobs.process_push_event(event_id) == first  # a second delivery changes nothing
+    assert not first.repeated
+    # A second delivery does nothing and says so: it does not even wait for the repository.
+    with repository_lock(settings.locks_dir, repository_id, "alice/demo", 1):
+        again = jobs.process_push_event(event_id)
+    assert again == dataclasses.replace(first, repeated=True)
     stale = jobs.process_push_event(424242)  # nor does a stale id
     assert isinstance(stale, EventOutcome) and stale.result is None
     assert state(database, event_id) == "received"

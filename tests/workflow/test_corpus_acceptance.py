@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forge_ci_testing.acceptance import judge, measure, reason
+from forge_ci_testing.acceptance import GOAL, judge, measure, reason
 
 BASE = "on: push\njobs:\n  a:\n    runs-on: {runs_on}\n    steps:\n      - {step}\n"
 
@@ -67,7 +67,9 @@ def test_reasons_drop_the_values() -> None:
 def test_the_corpus_figures_stay_at_least_where_they_were_recorded(corpus_dir: Path) -> None:
     tally = measure(corpus_dir)["all"]
     assert tally.files == 1678 and tally.foreign == 81
-    # 82.3 % when hashFiles, secrets in with/env/run, shells and checkout inputs came (#16).
-    assert tally.share(tally.accepted) >= 0.82
-    assert tally.share(tally.accepted_with_uses) >= 0.82
-    assert tally.share(tally.accepted_projected) >= 0.83
+    # 86.3 % (goal 85 %) once env names, unknown step ids and matrix keys, empty path parts,
+    # job defaults with contexts, the whole github context and GITHUB_* overrides were
+    # accepted as GitHub accepts them (#16); 82.3 % before.
+    assert tally.share(tally.accepted) >= GOAL
+    assert tally.share(tally.accepted_with_uses) >= GOAL
+    assert tally.share(tally.accepted_projected) >= GOAL

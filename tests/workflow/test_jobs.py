@@ -294,8 +294,10 @@ def test_outputs_may_read_any_step_of_the_job(plan_of: PlanOf, refuse: Refuse) -
     assert plan_of(text)["jobs"][0]["outputs"] == {
         "last": {"template": [{"expr": "steps.last.outputs.x"}]}
     }
-    diagnostics = refuse(workflow(job("outputs:\n  x: ${{ steps.nope.outputs.x }}")))
-    assert "no step in this job has the id 'nope'" in messages(diagnostics)
+    diagnostics = refuse(workflow(job("outputs:\n  x: ${{ steps.nope.output.x }}")))
+    assert "steps.nope.output does not exist; use outputs, outcome or conclusion" in messages(
+        diagnostics
+    )
 
 
 def test_at_most_64_outputs_the_runner_protocol_can_carry(plan_of: PlanOf, refuse: Refuse) -> None:

@@ -9,7 +9,7 @@ import pytest
 from wf_support import messages
 
 from forge_ci.workflow import Diagnostic
-from forge_ci.workflow.defaults import working_directory_problem
+from forge_ci.workflow.defaults import normal_directory, working_directory_problem
 
 Refuse = Callable[[str | bytes], list[Diagnostic]]
 PlanOf = Callable[[str], dict[str, Any]]
@@ -156,13 +156,30 @@ def test_omitted_shell_stays_unspecified(plan_of: PlanOf) -> None:
     assert step["shell"] is None
 
 
-@pytest.mark.parametrize("path", ["a", "a/b", "./a", "a.b/c-d", "with space"])
-def test_valid_working_directories(path: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "normal"),
+    [
+        ("a", "a"),
+        ("a/b", "a/b"),
+        ("./a", "a"),
+        ("a.b/c-d", "a.b/c-d"),
+        ("with space", "with space"),
+        # Empty components mean nothing to a path, as on GitHub's runner.
+        ("a//b", "a/b"),
+        ("a/", "a"),
+        ("./", "."),
+        (".", "."),
+    ],
+)
+def test_valid_working_directories(path: str, normal: str, plan_of: PlanOf) -> None:
     assert working_directory_problem(path) is None
+    assert normal_directory(path) == normal
+    (step,) = plan_steps(plan_of(steps(f"run: a\nworking-directory: '{path}'")))
+    assert step["working_directory"] == normal
 
 
 @pytest.mark.parametrize(
-    "path", ["", "/abs", "~/x", "C:/x", "c:", "a/../b", "..", "a\\b", "a//b", "a/", "a\x01b"]
+    "path", ["", "/abs", "~/x", "C:/x", "c:", "a/../b", "..", "a//../b", "a\\b", "a\x01b"]
 )
 def test_refused_working_directories(path: str) -> None:
     assert working_directory_problem(path) is not None
@@ -172,15 +189,12 @@ def test_working_directory_may_be_an_expression(plan_of: PlanOf, refuse: Refuse)
     plan = plan_of(steps("run: a\nworking-directory: ${{ github.workspace }}/build"))
     directory = plan["jobs"][0]["steps"][0]["working_directory"]
     assert directory == {"template": [{"expr": "github.workspace"}, "/build"]}
-    diagnostics = refuse(steps("run: a\nworking-directory: ${{ matrix.dir }}"))
-    assert "the matrix context is only available in a job with strategy.matrix" in messages(
-        diagnostics
-    )
     diagnostics = refuse(steps("run: a\nworking-directory: ${{ secrets.X }}"))
     assert "(not in working-directory)" in messages(diagnostics)
 
 
 def test_defaults_working_directory_stays_literal(refuse: Refuse) -> None:
+    # The workflow's defaults.run takes no contexts on GitHub; a job's may (test_on_github.py).
     text = steps("run: a").replace(
         "jobs:", "defaults:\n  run:\n    working-directory: ${{ github.workspace }}\njobs:"
     )

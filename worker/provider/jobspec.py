@@ -74,6 +74,13 @@ class JobLimits:
         if self.tmp_bytes >= self.memory_bytes:
             raise InvalidInput("job limit tmp_bytes must be smaller than memory_bytes")
 
+    @classmethod
+    def for_memory(cls, *, cpus: float, memory_bytes: int, pids: int) -> JobLimits:
+        """Limits with /tmp sized for the memory: the default 256 MiB, but at most a quarter of
+        it (/tmp counts against the memory), so that ``--memory-mb 128`` leaves jobs 96 MiB."""
+        tmp = min(cls.tmp_bytes, max(memory_bytes // 4, MiB))
+        return cls(cpus=cpus, memory_bytes=memory_bytes, pids=pids, tmp_bytes=tmp)
+
 
 @dataclass(frozen=True)
 class JobContainerSpec:

@@ -6,6 +6,10 @@ evaluates them with the workflow engine's expression language against the contex
 (``github``, ``matrix``, ``strategy``, ``needs``) and the ``steps`` that ran before. Inserted
 values are text: nothing produced by an expression is evaluated again. ``hashFiles()`` hashes the
 files of ``github.workspace`` (:mod:`worker.runner.hashfiles`).
+
+An expression that reads the whole ``github`` context (``toJSON(github)``, ``github[name]``)
+gets it with ``token`` as ``***``: GitHub prints that context with the token masked, and the
+job token reaches a step only where the workflow names it (``github.token``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from forge_ci.workflow.expressions import (
     is_truthy,
     parse_condition,
     parse_expression,
+    referenced_paths,
     render_template,
 )
 from worker.runner.hashfiles import HashFilesError, hash_files
@@ -49,6 +54,24 @@ def workspace_files(contexts: Mapping[str, Any]) -> FileHasher | None:
     return hasher
 
 
+MASKED_TOKEN = "***"
+
+
+def reads_whole_github(node: Any) -> bool:
+    """Whether an expression reads the ``github`` context as a whole, not one field by name."""
+    return any(len(path) == 1 and path[0].lower() == "github" for path in referenced_paths(node))
+
+
+def _contexts_for(nodes: list[Any], contexts: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``contexts``, with the job token masked when one of ``nodes`` reads the whole github."""
+    github = contexts.get("github")
+    if not isinstance(github, Mapping) or "token" not in github:
+        return contexts
+    if not any(reads_whole_github(node) for node in nodes):
+        return contexts
+    return {**contexts, "github": {**github, "token": MASKED_TOKEN}}
+
+
 def render(value: str | Mapping[str, Any], contexts: Mapping[str, Any], what: str) -> str:
     """The text of a plan value: literal text, or a template evaluated now."""
     if isinstance(value, str):
@@ -63,6 +86,8 @@ def render(value: str | Mapping[str, Any], contexts: Mapping[str, Any], what: st
             parts.append(TemplateExpr(source, 0, parse_expression(source)))
         except ExpressionError as exc:
             raise EvaluationError(f"{what}: {exc}") from None
+    nodes = [part.node for part in parts if isinstance(part, TemplateExpr)]
+    contexts = _contexts_for(nodes, contexts)
     try:
         return render_template(parts, contexts, files=workspace_files(contexts))
     except ExpressionError as exc:
@@ -77,7 +102,7 @@ def condition_holds(
         node = parse_condition(condition)
         value = evaluate(
             node,
-            contexts,
+            _contexts_for([node], contexts),
             status=JobStatus.for_step(job_status),
             expression=condition,
             files=workspace_files(contexts),
@@ -97,6 +122,7 @@ def continues_on_error(
     try:
         files = workspace_files(contexts)
         node = parse_expression(source)
-        return is_truthy(evaluate(node, contexts, expression=source, files=files))
+        masked = _contexts_for([node], contexts)
+        return is_truthy(evaluate(node, masked, expression=source, files=files))
     except ExpressionError as exc:
         raise EvaluationError(f"{what}: {exc}") from None

@@ -60,7 +60,8 @@ def test_plain_http_needs_allow_http(
         "provider", "run", "--server", "http://127.0.0.1:1", "--token-file", str(path)
     )
     assert "plain http://" in line and "--allow-http" in line
-    # With the flag (or https) it gets past the URL: here to the missing Docker engine.
+    # With the flag (or https) it gets past the URL: here to the missing Docker engine. So does
+    # the smallest memory limit (its /tmp was 256 MiB, refused as not below the memory).
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
     for url, extra in (("http://127.0.0.1:1", ["--allow-http"]), ("https://127.0.0.1:1", [])):
         line = cli.refused(
@@ -73,6 +74,8 @@ def test_plain_http_needs_allow_http(
             str(path),
             "--state-dir",
             str(tmp_path / f"state-{len(extra)}"),
+            "--memory-mb",
+            "128",
         )
         assert "Docker engine not reachable" in line, line
 

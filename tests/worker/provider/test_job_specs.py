@@ -110,6 +110,14 @@ def test_job_limits_defaults() -> None:
     assert limits.tmp_bytes < limits.memory_bytes
 
 
+@pytest.mark.parametrize(("memory_mb", "tmp_mb"), [(128, 32), (256, 64), (1024, 256), (2048, 256)])
+def test_provider_limits_size_tmp_below_the_memory(memory_mb: int, tmp_mb: int) -> None:
+    """``forge-ci provider run --memory-mb 128..256`` failed at start: /tmp was 256 MiB."""
+    limits = JobLimits.for_memory(cpus=1, memory_bytes=memory_mb * MiB, pids=64)
+    assert (limits.memory_bytes, limits.tmp_bytes) == (memory_mb * MiB, tmp_mb * MiB)
+    assert (limits.cpus, limits.pids) == (1, 64)
+
+
 @pytest.mark.parametrize(
     "changes",
     [

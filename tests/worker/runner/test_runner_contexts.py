@@ -45,6 +45,11 @@ def test_every_context_is_there_at_run_time(forge: Forge) -> None:
         "server=${{ github.server_url }} ${{ github.api_url }}",
         "ids=${{ github.run_id != '' }} ${{ github.run_attempt }}",
         "repository_id=${{ github.repository_id != '' }}",
+        # Accepted as on GitHub: a name no shell can expand, a default variable the workflow
+        # tried to set, a step id no earlier step has, the whole github context (token masked).
+        "dash=$(printenv ruby-version) sha_kept=$(test $GITHUB_SHA != overridden && echo yes)",
+        "missing=[${{ steps.nope.outputs.x }}]",
+        "whole=${{ contains(toJSON(github), '\"token\": \"***\"') }} ${{ github.token != '***' }}",
     ]
     script = "".join(f'          echo "{line}"\n' for line in lines)
     steps = (
@@ -54,9 +59,14 @@ def test_every_context_is_there_at_run_time(forge: Forge) -> None:
         "        name: show ${{ runner.os }} ${{ github.job }}\n"
         "        working-directory: ${{ github.workspace }}/sub\n"
         "        env:\n          STEP_VALUE: step-${{ github.run_number }}\n"
+        "          ruby-version: '3.3'\n          GITHUB_SHA: overridden\n"
         f"        run: |\n{script}          pwd\n"
+        "      - id: defaulted\n        run: pwd\n"
     )
-    extra = "    env:\n      WORKFLOW_VALUE: job-level\n"
+    extra = (
+        "    env:\n      WORKFLOW_VALUE: job-level\n"
+        "    defaults:\n      run:\n        working-directory: ${{ github.workspace }}/sub/\n"
+    )
     claimed, finished = forge.run_job(workflow(steps, extra=extra), {"sub/keep": "x"})
     assert finished.returncode == 0, finished
     log = forge.log(claimed.attempt_id, "show", "stdout")
@@ -77,9 +87,13 @@ def test_every_context_is_there_at_run_time(forge: Forge) -> None:
         f"server={origin} {origin}{protocol.API_PREFIX}",
         "ids=true 1",
         "repository_id=true",
+        "dash=3.3 sha_kept=yes",
+        "missing=[]",
+        "whole=true true",
     ]:
         assert expected + "\n" in log, (expected, log)
     assert log.rstrip().endswith("/sub")
+    assert forge.log(claimed.attempt_id, "defaulted", "stdout").rstrip().endswith("/sub")
 
 
 EVENT_SCRIPT = (
