@@ -4,8 +4,10 @@ Three workflows, each pushed ``-n`` times: ``plain`` (one ``run`` step), ``check
 (``actions/checkout`` with ``fetch-depth: 0`` on a repository with some history, then
 ``git describe``) and ``checkout + setup-python`` (the same plus the real
 ``actions/setup-python@v5`` with the image's Python, mirrored into the forge from
-../shared/actions). Their push -> success medians are printed side by side with what the
-actions add over the plain job (goal: the two actions add < 1 s). When this forge-ci cannot
+../shared/actions), and that last one again with the job's node compile cache switched off
+(an empty ``NODE_COMPILE_CACHE`` on the step), its peer in the same run. Their push -> success
+medians are printed side by side with what the actions add over the plain job (goal: the two
+actions add < 1 s). When this forge-ci cannot
 mirror or run actions yet, the last workflow is left out and the bench says so.
 
 Starts a whole forge-ci on this machine (web, ssh, worker, a provider, a private Redis; the
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -69,6 +72,11 @@ SETUP_PYTHON = """\
           python-version: "3.11"
 """
 SETUP_PYTHON_WORKFLOW = workflow(ACTIONS_JOB.format(setup=SETUP_PYTHON))
+#: The same without the job's node compile cache (an empty NODE_COMPILE_CACHE switches it off
+#: for the step's node processes; the compile-only processes still run): its peer in this run.
+UNCACHED_WORKFLOW = workflow(
+    ACTIONS_JOB.format(setup=SETUP_PYTHON + '        env:\n          NODE_COMPILE_CACHE: ""\n')
+)
 #: Commits of history behind each pushed commit of the checkout workflows (and a tag).
 HISTORY = 50
 
@@ -154,6 +162,12 @@ def one_push(
             breakdown[f"  {step.step_id}"] = ended - began
             previous = ended
         breakdown["  after the last step"] = seconds(row.completed_at, pushed) - previous
+        # The provider's own figure: from its claim answer to the container started.
+        started = re.search(
+            rf"attempt {row.id}: started container \S+ in ([0-9.]+) s", forge.log("provider")
+        )
+        if started:
+            breakdown["  provider: claim answer -> container started"] = float(started.group(1))
         return {
             "run created": seconds(row.created_at, pushed),
             "claimed": seconds(row.claimed_at, pushed),
@@ -203,6 +217,7 @@ def main() -> None:
         capture_output=True,
         env={**os.environ, "FORGE_CI_RUNNER_IMAGE": image},
     )
+    load_before = f"{os.getloadavg()[0]:.2f}"
     with tempfile.TemporaryDirectory(prefix="forge-ci-latency-") as folder:
         root = Path(folder)
         redis = RedisServer(root / "redis-dir")
@@ -230,11 +245,15 @@ def main() -> None:
             others["checkout + setup-python"] = missing or measure(
                 forge, "latency-setup-python", SETUP_PYTHON_WORKFLOW, args.n
             )
+            others["the same, no compile cache"] = missing or measure(
+                forge, "latency-uncached", UNCACHED_WORKFLOW, args.n
+            )
         finally:
             forge.stop()
             redis.stop()
     baseline = statistics.median(docker_run_seconds(image, args.n))
     print(f"job latency over {args.n} pushes (median seconds after `git push` returned)")
+    print(f"  load average before {load_before}, after {os.getloadavg()[0]:.2f}")
     for name in rounds[0]:
         if name.startswith(" "):
             continue

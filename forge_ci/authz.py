@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -65,14 +66,38 @@ class Actor:
         return self.is_admin or self.is_operator
 
 
+class UserFacts(Protocol):
+    """What :func:`actor_as_now` reads of a user row (a :class:`User`, or a lighter row)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def is_admin(self) -> bool: ...
+    @property
+    def is_active(self) -> bool: ...
+
+
+class Owned(Protocol):
+    """What :func:`effective_role` reads of a repository (a :class:`Repository`, or a row)."""
+
+    @property
+    def owner_id(self) -> int: ...
+
+
+def actor_as_now(user: UserFacts | None) -> Actor:
+    """The actor of a user row as read now: a missing or deactivated user has no rights."""
+    if user is None or not user.is_active:
+        return Actor.anonymous()
+    return Actor(user_id=user.id, name=user.name, is_admin=user.is_admin)
+
+
 def current_actor(session: Session, actor: Actor) -> Actor:
     """Re-read the actor's user row: deactivated users have no rights, demoted admins lose them."""
     if actor.is_operator or actor.user_id is None:
         return actor
-    user = session.get(User, actor.user_id)
-    if user is None or not user.is_active:
-        return Actor.anonymous()
-    return Actor.for_user(user)
+    return actor_as_now(session.get(User, actor.user_id))
 
 
 def role_in(session: Session, actor: Actor, repository: Repository) -> Role | None:
@@ -88,7 +113,7 @@ def role_in(session: Session, actor: Actor, repository: Repository) -> Role | No
     return effective_role(actor, repository, membership)
 
 
-def effective_role(actor: Actor, repository: Repository, membership: str | None) -> Role | None:
+def effective_role(actor: Actor, repository: Owned, membership: str | None) -> Role | None:
     """The role of a current actor (:func:`current_actor`) with ``membership`` (its role
     column in ``repository``, if any); for callers that read the membership themselves."""
     if actor.is_site_admin:

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, UniqueConstraint, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -142,6 +142,20 @@ def begin_write(session: Session) -> None:
     if session.in_transaction():
         raise RuntimeError("begin_write() must be called before the first statement")
     session.connection(execution_options={_WRITE: True, "postgresql_readonly": False})
+
+
+def violates(error: sa_exc.IntegrityError, constraint: UniqueConstraint) -> bool:
+    """Whether ``error`` is a violation of ``constraint`` (a model's unique constraint).
+
+    PostgreSQL names the constraint; SQLite names its columns
+    (``UNIQUE constraint failed: attempts.provider_id, attempts.request_id``).
+    """
+    diagnostics = getattr(error.orig, "diag", None)
+    if diagnostics is not None:
+        return bool(diagnostics.constraint_name == constraint.name)
+    table = constraint.table.name
+    columns = ", ".join(f"{table}.{column.name}" for column in constraint.columns)
+    return str(error.orig) == f"UNIQUE constraint failed: {columns}"
 
 
 #: What a database that cannot be reached, opened or written raises (not a bug of ours).

@@ -5,8 +5,9 @@ State (where a thing is in its life) and conclusion (how it ended) are separate.
 
     run:      queued ──► running ──► completed
                  └──────────────────────┘
-    job:      waiting ──► queued ──► running ──► completed
-                 └───────────┴──────────────────────┘   (skipped / cancelled before running)
+    job:      waiting ──► queued ◄──► running ──► completed
+                 └───────────┴───────────────────────┘  (skipped / cancelled before running;
+                                                         back to queued: the attempt never started)
     attempt:  leased ──► running ──► completed
                  └──────────────────────┘               (lost / cancelled before starting)
     step:     pending ──► running ──► completed
@@ -57,8 +58,11 @@ RUN_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
 JOB_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
     WAITING: frozenset({QUEUED, COMPLETED}),
     QUEUED: frozenset({RUNNING, COMPLETED}),
-    # running -> queued never happens: a lost attempt is `lost`, not retried behind the user's back.
-    RUNNING: frozenset({COMPLETED}),
+    # running -> queued only when the job's attempt never started (no runner called `start`
+    # within the start window, so none of its code ran): the job waits for a new attempt
+    # (forge_ci/coordinator/attempts.py bounds how often). Work that started and was lost is
+    # `lost`, never retried behind the user's back.
+    RUNNING: frozenset({QUEUED, COMPLETED}),
     COMPLETED: frozenset(),
 }
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from forge_ci import states
@@ -49,9 +49,12 @@ from forge_ci.protocol import (
     HeartbeatRequest,
     StartRequest,
 )
-from forge_ci.runs.scheduling import complete_job, request_job_cancel
+from forge_ci.runs.scheduling import complete_job, request_job_cancel, requeue_job
 
 MINUTE = timedelta(minutes=1)
+#: Attempts in a row that no runner started before the job is lost instead of queued again
+#: (a job whose assignment kills every provider that takes it must end).
+MAX_UNSTARTED = 3
 
 
 def status_of(attempt: Attempt, now: datetime) -> AttemptStatus:
@@ -116,13 +119,38 @@ def _job(session: Session, attempt: Attempt) -> Job:
 
 
 def reconcile(session: Session, attempt: Attempt, now: datetime) -> None:
-    """Apply what happened meanwhile: a cancellation request, a lease or deadline run out."""
+    """Apply what happened meanwhile: a cancellation request, a lease or deadline run out.
+
+    An attempt whose start window ran out ends ``lost`` but its job is queued again (nothing
+    of it ran: its provider vanished after the claim, or never heard the answer), at most
+    :data:`MAX_UNSTARTED` times in a row; then the job is lost too.
+    """
     if attempt.state == states.COMPLETED:
         return
-    observe_cancel(attempt, _job(session, attempt))
+    job = _job(session, attempt)
+    observe_cancel(attempt, job)
     verdict = due_verdict(attempt, now)
-    if verdict is not None:
-        terminate(session, attempt, verdict.conclusion, verdict.reason, now, by_server=True)
+    if verdict is None:
+        return
+    requeue = verdict.unstarted and _may_requeue(session, job)
+    reason = f"{verdict.reason}; the job is queued again" if requeue else verdict.reason
+    terminate(session, attempt, verdict.conclusion, reason, now, by_server=True, requeue=requeue)
+
+
+def _may_requeue(session: Session, job: Job) -> bool:
+    if job.state != states.RUNNING or job.cancel_requested_at is not None:
+        return False
+    unstarted = session.scalar(
+        select(func.count())
+        .select_from(Attempt)
+        .where(
+            Attempt.job_id == job.id,
+            Attempt.state == states.COMPLETED,
+            Attempt.started_at.is_(None),
+            Attempt.conclusion == states.LOST,
+        )
+    )
+    return (unstarted or 0) + 1 < MAX_UNSTARTED
 
 
 def terminate(
@@ -136,11 +164,15 @@ def terminate(
     reported: str | None = None,
     outputs: Mapping[str, str] | None = None,
     completion_digest: str | None = None,
+    requeue: bool = False,
 ) -> None:
-    """End the attempt with ``conclusion`` and complete its job in the same transaction."""
+    """End the attempt with ``conclusion`` and complete its job in the same transaction
+    (``requeue``: queue the job again instead; only for an attempt that never started)."""
     states.require_transition("attempt", attempt.state, states.COMPLETED, conclusion)
     job = _job(session, attempt)
-    if job.state != states.COMPLETED:
+    if requeue:
+        requeue_job(session, job, now)
+    elif job.state != states.COMPLETED:
         complete_job(session, job, conclusion, dict(outputs or {}), reason=reason, now=now)
         # A cancellation that reached the job after we looked wins, as it would have a moment
         # later: the attempt says so too and keeps the runner's outcome separately.
@@ -201,13 +233,18 @@ def requester_refusal(session: Session, run: Requested) -> str | None:
     if repository is None:
         return "the repository no longer exists"
     actor = Actor(user_id=run.requested_by_id, name=run.requested_by_name)
-    role = role_in(session, actor, repository)
-    if role is None or role < Role.ADMIN:
+    if not may_run_code(role_in(session, actor, repository)):
         return (
             f"{run.requested_by_name}, who started the run, may no longer run workflows in "
             f"{repository.full_name}"
         )
     return None
+
+
+def may_run_code(role: Role | None) -> bool:
+    """Whether a requester's current role lets the server run the code they asked for (the
+    rule :func:`requester_refusal` and the direct claim path apply alike)."""
+    return role is not None and role >= Role.ADMIN
 
 
 def _require_live(attempt: Attempt) -> None:

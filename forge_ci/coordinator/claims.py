@@ -33,28 +33,33 @@ import os
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, func, insert, or_, select
+from sqlalchemy import Select, UniqueConstraint, and_, exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from forge_ci import states
-from forge_ci.coordinator import secrets
+from forge_ci.coordinator import direct_claims, secrets
 from forge_ci.coordinator.assignments import build_assignment
 from forge_ci.coordinator.attempts import reconcile, requester_refusal
-from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
+from forge_ci.coordinator.claim_rows import (
+    EPOCH,
+    Candidate,
+    ClaimOutcome,
+    fairness_order,
+    insert_steps,
+    new_attempt,
+)
+from forge_ci.coordinator.credentials import hashes_match, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
-from forge_ci.coordinator.leases import LEASE, refresh_next_check
-from forge_ci.coordinator.logs import MASKERS
+from forge_ci.coordinator.leases import LEASE
 from forge_ci.coordinator.providers import authenticate_provider
-from forge_ci.db import SessionScope, begin_write, is_sqlite
+from forge_ci.db import SessionScope, begin_write, is_sqlite, violates
 from forge_ci.models import (
     Attempt,
-    AttemptStep,
     Job,
     Provider,
     ProviderGrant,
@@ -63,11 +68,11 @@ from forge_ci.models import (
     RunSequence,
     utcnow,
 )
+from forge_ci.models.base import table_of
 from forge_ci.models.queue import key_labels
 from forge_ci.protocol import (
     Assignment,
     ClaimRequest,
-    hook_steps,
 )
 from forge_ci.runs.scheduling import complete_job, request_job_cancel, start_job
 
@@ -76,19 +81,10 @@ CONTACT_INTERVAL = timedelta(seconds=10)
 JOB_BATCH = 200
 #: Queued jobs read first (each further one costs only when these were all refused).
 FIRST_LOOK = 4
-DEFAULT_TIMEOUT_MINUTES = 360
 #: Claim transactions one call may use (retry races, busy repositories) before answering null.
 MAX_ROUNDS = 8
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass
-class ClaimOutcome:
-    """The result of one claim transaction."""
-
-    assignment: Assignment | None
-    #: PostgreSQL: repositories skipped because other claimers held them.
-    busy_repositories: list[int] = field(default_factory=list)
+#: The columns of the unique constraints two racing claims can trip (see :func:`_lost_race`).
+_RACED = ({"provider_id", "request_id"}, {"token_hash"}, {"job_token_hash"})
 
 
 # --- One claim transaction -----------------------------------------------------------------------
@@ -126,17 +122,6 @@ def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
             "attempt_token was already used; generate a fresh one (32 random bytes) per claim"
         )
     return digest
-
-
-@dataclass
-class Candidate:
-    """A repository with queued jobs this provider may take: its label sets, fairness keys."""
-
-    repository_id: int
-    has_row: bool
-    label_keys: list[str] = field(default_factory=list)
-    served: datetime = _EPOCH
-    oldest: datetime = _EPOCH
 
 
 def _claimable_counts(provider: Provider) -> Select[int, str]:
@@ -184,12 +169,12 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[Candid
         if not key_labels(key) <= labels:
             continue
         candidate = found.setdefault(
-            repository_id, Candidate(repository_id, bool(row), served=last or _EPOCH)
+            repository_id, Candidate(repository_id, bool(row), served=last or EPOCH)
         )
         candidate.label_keys.append(key)
-        first = first or _EPOCH
-        candidate.oldest = first if candidate.oldest == _EPOCH else min(candidate.oldest, first)
-    return sorted(found.values(), key=lambda c: (c.served, c.oldest, c.repository_id))
+        first = first or EPOCH
+        candidate.oldest = first if candidate.oldest == EPOCH else min(candidate.oldest, first)
+    return fairness_order(list(found.values()))
 
 
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
@@ -271,58 +256,24 @@ def _allocate(
     number = (
         session.scalar(select(func.max(Attempt.number)).where(Attempt.job_id == job.id)) or 0
     ) + 1
-    attempt = Attempt(
+    attempt = new_attempt(
         job_id=job.id,
         number=number,
         provider_id=provider.id,
         repository_id=run.repository_id,
-        request_id=request.request_id,
-        token_hash=digest,
-        state=states.LEASED,
-        timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
-        claimed_at=now,
-        lease_expires_at=now + lease,
-        log_mask=MASKERS.get([request.attempt_token, job_token(request.attempt_token)]).mask,
-        job_token_hash=token_hash(job_token(request.attempt_token)),
+        request=request,
+        digest=digest,
+        plan_job=plan_job,
+        now=now,
+        lease=lease,
     )
-    refresh_next_check(attempt)
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
     session.add(attempt)
     session.flush()
     assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
-    _add_steps(session, attempt, plan_job, assignment)
-    session.flush()
+    insert_steps(session.connection(), attempt.id, plan_job, assignment)
     return assignment
-
-
-def _add_steps(
-    session: Session, attempt: Attempt, plan_job: dict[str, Any], assignment: Assignment
-) -> None:
-    """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
-    from forge_ci.workflow.render import as_written
-
-    rows: list[tuple[str, str]] = []
-    for step in plan_job.get("steps", []):
-        name = step.get("name")
-        rows.append((str(step["id"]), as_written(name) or str(step["id"])))
-    pre, post = hook_steps(assignment.steps, assignment.actions)
-    rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
-    # One multi-row INSERT beside the attempt (through ``attempt.steps`` it would load the
-    # collection and insert row by row).
-    session.execute(
-        insert(AttemptStep),
-        [
-            {
-                "attempt_id": attempt.id,
-                "position": position,
-                "step_id": step_id,
-                "name": name,
-                "state": states.PENDING,
-            }
-            for position, (step_id, name) in enumerate(rows)
-        ],
-    )
 
 
 def _queued_in(session: Session, candidate: Candidate, limit: int) -> list[int]:
@@ -442,39 +393,6 @@ def claim_once(
     return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
 
 
-def _nothing_to_claim(
-    session: Session, token: str | None, request: ClaimRequest, now: datetime
-) -> bool:
-    """A read-only look (no write lock): True when a claim would certainly find nothing.
-
-    Anything that needs the write path answers False: a replay, a provider contact time that
-    is due, a provider waiting out a cancellation, or any queued job it might take.
-    """
-    provider = authenticate_provider(session, token)
-    if provider.last_contact_at is None or now - provider.last_contact_at >= CONTACT_INTERVAL:
-        return False
-    needs_writer = [Attempt.request_id == request.request_id]  # a replay
-    if provider.state == "active":  # waiting out a cancellation
-        needs_writer.append(
-            and_(
-                Attempt.state != states.COMPLETED,
-                Attempt.cancelled_by_provider_change.is_(True),
-            )
-        )
-    replay_or_waiting = session.scalar(
-        select(Attempt.id).where(Attempt.provider_id == provider.id, or_(*needs_writer)).limit(1)
-    )
-    if replay_or_waiting is not None:
-        return False
-    if provider.state != "active":
-        return True
-    labels = provider.label_set
-    keys = session.scalars(
-        _claimable_counts(provider).with_only_columns(QueueCount.labels).distinct()
-    )
-    return not any(key_labels(key) <= labels for key in keys)
-
-
 @contextmanager
 def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
     """SQLite only: claimers wait in the kernel's queue for one file lock.
@@ -499,6 +417,18 @@ def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
         os.close(fd)
 
 
+def _lost_race(error: IntegrityError) -> bool:
+    """Two claims raced on what identifies a claim: the same ``request_id`` (the loser's next
+    round replays the winner's attempt) or the same attempt token (the loser's next round says
+    it was already used). Any other integrity error is a bug and is raised."""
+    return any(
+        violates(error, constraint)
+        for constraint in table_of(Attempt).constraints
+        if isinstance(constraint, UniqueConstraint)
+        and {column.name for column in constraint.columns} in _RACED
+    )
+
+
 def claim(
     sessions: SessionScope,
     token: str | None,
@@ -510,32 +440,28 @@ def claim(
 ) -> Assignment | None:
     """Claim once (no waiting) and commit; see :func:`claim_once` for the rules.
 
-    ``sessions`` yields a fresh session per transaction (``Database.session``). On SQLite a
-    read-only look first answers empty polls without taking the write lock. Two identical retries
-    racing each other: the loser's insert fails and its next round replays the winner's
-    attempt. PostgreSQL: when every candidate repository was busy, the next round waits for
-    one of them. SQLite: claim transactions queue on a file lock in ``lock_dir``.
+    ``sessions`` yields a fresh session per transaction (``Database.session``). The first
+    round takes the direct path (:mod:`.direct_claims`); what it leaves, and every later round,
+    the ORM path. On SQLite a read-only look first answers empty polls without taking the
+    write lock. Two identical retries racing each other: the loser's insert fails and its next
+    round replays the winner's attempt. PostgreSQL: when every candidate repository was busy,
+    the next round waits for one of them. SQLite: claim transactions queue on a file lock in
+    ``lock_dir``.
     """
     source = source or secrets.NO_SECRETS
     with sessions(read_only=True) as session:
         sqlite = is_sqlite(session)
         # SQLite has one writer at a time: answer empty polls without asking for the lock.
-        nothing = sqlite and _nothing_to_claim(session, token, request, clock())
+        nothing = sqlite and direct_claims.nothing_to_claim(session, token, request, clock())
         session.rollback()
     if nothing:
         return None
     wait_for: int | None = None
-    for _ in range(MAX_ROUNDS):
+    for round_number in range(MAX_ROUNDS):
         with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
             try:
-                outcome = claim_once(
-                    session,
-                    token,
-                    request,
-                    clock(),
-                    source,
-                    wait_for_repository=wait_for,
-                    lease=lease,
+                outcome = _claim_round(
+                    session, token, request, clock(), source, wait_for, lease, round_number == 0
                 )
                 session.commit()
             except ClaimConflict:
@@ -543,8 +469,10 @@ def claim(
                 # have run out of lease), which stands.
                 session.commit()
                 raise
-            except IntegrityError:
+            except IntegrityError as error:
                 session.rollback()
+                if not _lost_race(error):
+                    raise
                 wait_for = None
                 continue
         if outcome.assignment is not None or not outcome.busy_repositories:
@@ -553,3 +481,27 @@ def claim(
         # otherwise queue on one lock while other repositories' work waits.
         wait_for = random.choice(outcome.busy_repositories)
     return None
+
+
+def _claim_round(
+    session: Session,
+    token: str | None,
+    request: ClaimRequest,
+    now: datetime,
+    source: secrets.SecretSource,
+    wait_for: int | None,
+    lease: timedelta,
+    direct: bool,
+) -> ClaimOutcome:
+    """One claim transaction: the direct path first when ``direct``, else (or when it leaves
+    the claim) the ORM path, in a new transaction."""
+    if direct:
+        begin_write(session)
+        outcome = direct_claims.claim_direct(session, token, request, now, source, lease)
+        if outcome is not direct_claims.UNHANDLED:
+            assert isinstance(outcome, ClaimOutcome)
+            return outcome
+        session.rollback()
+    return claim_once(
+        session, token, request, now, source, wait_for_repository=wait_for, lease=lease
+    )

@@ -8,6 +8,7 @@ runner is never trusted to)::
                                                   └──────► job deadline (fixed once at start)
     cancellation request ──► 30 s to complete (a repeated request does not move it)
 
+    start window runs out           -> lost       (no runner started: the job is queued again)
     lease runs out first            -> lost       (the provider stopped renewing)
     job deadline reached, lease ok  -> timed_out
     cancel grace runs out first     -> lost       (nobody confirmed the stop)
@@ -81,6 +82,8 @@ class Verdict:
 
     conclusion: str
     reason: str
+    #: Nothing of the job ran (no runner started): it may be queued again for a new attempt.
+    unstarted: bool = False
 
 
 def due_verdict(attempt: Attempt, now: datetime) -> Verdict | None:
@@ -108,5 +111,7 @@ def due_verdict(attempt: Attempt, now: datetime) -> Verdict | None:
         )
     if attempt.state == states.LEASED:
         window = (attempt.lease_expires_at - attempt.claimed_at).total_seconds()
-        return Verdict(states.LOST, f"no runner started within {window:g} s of the claim")
+        return Verdict(
+            states.LOST, f"no runner started within {window:g} s of the claim", unstarted=True
+        )
     return Verdict(states.LOST, "the lease expired: the runner stopped sending heartbeats")

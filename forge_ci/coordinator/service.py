@@ -113,8 +113,17 @@ class Coordinator:
 
     # -- claims --------------------------------------------------------------------------------
 
-    def claim(self, token: str | None, request: ClaimRequest) -> ClaimResult:
-        """Claim work, waiting up to the allowed time for some to be queued."""
+    def claim(
+        self,
+        token: str | None,
+        request: ClaimRequest,
+        connected: Callable[[], bool] = lambda: True,
+    ) -> ClaimResult:
+        """Claim work, waiting up to the allowed time for some to be queued.
+
+        ``connected`` tells whether the provider is still there (the front door checks its
+        connection): a waiting claim whose provider went away stops before it takes a job.
+        """
         limit = self.settings.claim_wait_seconds
         wait = limit if request.wait_seconds is None else min(request.wait_seconds, limit)
         assignment = self._claim(token, request)
@@ -123,7 +132,8 @@ class Coordinator:
         if not self._waiting.acquire(blocking=False):
             return ClaimResult(None, self.clock())
         try:
-            return ClaimResult(self._wait_and_claim(token, request, wait), self.clock())
+            found = self._wait_and_claim(token, request, wait, connected)
+            return ClaimResult(found, self.clock())
         finally:
             self._waiting.release()
 
@@ -146,7 +156,7 @@ class Coordinator:
             return signature
 
     def _wait_and_claim(
-        self, token: str | None, request: ClaimRequest, wait: float
+        self, token: str | None, request: ClaimRequest, wait: float, connected: Callable[[], bool]
     ) -> Assignment | None:
         deadline = time.monotonic() + wait
         self.wakeups.start()  # the subscriber thread starts with the first waiting claim
@@ -156,7 +166,7 @@ class Coordinator:
             last_try = time.monotonic()
             while True:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._draining.is_set():
+                if remaining <= 0 or self._draining.is_set() or not connected():
                     return None
                 if self.wakeups.wait(mark, min(self.wakeups.poll_interval, remaining)):
                     break
@@ -164,6 +174,8 @@ class Coordinator:
                     break
                 if time.monotonic() - last_try >= FULL_RETRY_SECONDS:
                     break
+            if not connected():
+                return None  # nobody would hear the answer: leave the work to others
             assignment = self._claim(token, request)
             if assignment is not None:
                 return assignment

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, cast
 
-from sqlalchemy import DateTime, MetaData
+from sqlalchemy import DateTime, MetaData, Table
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
@@ -47,3 +48,8 @@ class Base(DeclarativeBase):
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UTCDateTime()}
+
+
+def table_of(model: Any) -> Table:
+    """A model's table, typed as one (for Core statements on mapped tables)."""
+    return cast(Table, model.__table__)

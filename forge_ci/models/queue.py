@@ -18,7 +18,8 @@ job at all. ``labels`` is :func:`label_key` of the job's ``runs-on``: its labels
 provider labels are stored (trimmed, lower case), sorted, as JSON.
 
 Bulk ``insert()``/``update()`` statements on ``jobs`` bypass the ORM and this bookkeeping:
-code that writes jobs that way (the benches' seeding) calls :func:`rebuild_queue` afterwards.
+code that writes jobs that way calls :func:`leave_queue` for each job it takes out of the queue
+(the direct claim path) or :func:`rebuild_queue` afterwards (the benches' seeding).
 A count never goes below zero (a check constraint): a bookkeeping bug fails loudly instead
 of hiding queued work.
 """
@@ -28,15 +29,26 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, Text, delete, insert, select, update
+from sqlalchemy import (
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy import inspect as inspect_instance
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapped, Mapper, mapped_column
 
 from forge_ci import states
-from forge_ci.models.base import Base
+from forge_ci.models.base import Base, table_of
 
 
 def job_labels(labels: Iterable[str]) -> frozenset[str]:
@@ -132,6 +144,28 @@ def _leave(connection: Connection, job: Any) -> None:
     ).first()
     if row is not None:
         _take_one(connection, row.repository_id, row.labels)
+
+
+@cache
+def _leave_statements() -> tuple[Any, Any]:
+    entries, counts = table_of(QueuedJob), table_of(QueueCount)
+    return (
+        delete(entries).where(entries.c.job_id == bindparam("job_id")),
+        update(counts)
+        .where(
+            counts.c.repository_id == bindparam("entry_repository"),
+            counts.c.labels == bindparam("entry_labels"),
+        )
+        .values(queued=counts.c.queued - 1),
+    )
+
+
+def leave_queue(connection: Connection, job_id: int, repository_id: int, labels: str) -> None:
+    """A job known to be queued with ``labels`` leaves the queue; for Core statements that
+    move a job out of ``queued`` (the direct claim path), which the ORM events do not see."""
+    remove, take = _leave_statements()
+    if connection.execute(remove, {"job_id": job_id}).rowcount == 1:
+        connection.execute(take, {"entry_repository": repository_id, "entry_labels": labels})
 
 
 def follow_queue(model: Any) -> None:

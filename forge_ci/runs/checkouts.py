@@ -158,7 +158,10 @@ def checkout_commit(plan_job: dict[str, Any], run_sha: str) -> tuple[str, dict[s
     """The commit the job's checkout step reads and its inputs (run's commit when none)."""
     for step in plan_job.get("steps", []):
         if step.get("uses") == CHECKOUT:
-            inputs = {str(k): str(v) for k, v in (step.get("with") or {}).items()}
+            # Text inputs only: a with.path template is the runner's (it does not change the
+            # commit or what the bundle holds).
+            given = (step.get("with") or {}).items()
+            inputs = {str(k): str(v) for k, v in given if not isinstance(v, dict)}
             inputs.setdefault("ref", "")
             inputs["checkout_ref"] = str(step.get(RESOLVED_KEY) or "")
             return inputs["ref"] or run_sha, inputs

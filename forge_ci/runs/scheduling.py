@@ -8,6 +8,8 @@
                      (if errors: failure; cancel: cancelled)   ▼
                                                            completed (+ conclusion)
 
+A running job whose attempt never started (no runner called ``start``) goes back to queued.
+
 Every move goes through :func:`forge_ci.states.require_transition`, so a completed job or run
 never changes again. Decisions happen in the transaction that caused them: when a job
 completes, its dependents are evaluated, skips propagate through deeper branches, fail-fast
@@ -21,6 +23,7 @@ Entry points for the runner protocol (call them inside a write transaction, i.e.
     complete_job(session, job, conclusion, outputs) records outputs, advances dependents
     request_job_cancel(session, job, reason)        queued/waiting: cancelled now; running:
                                                     durable request the protocol acts on
+    requeue_job(session, job)                       running -> queued (its attempt never started)
 
 All of them lock the repository's scheduling row, then the run row (lock order in
 :mod:`forge_ci.runs.numbering`), and reload the run's jobs, so concurrent completions in one
@@ -344,6 +347,23 @@ def start_job(session: Session, job: Job, now: datetime | None = None) -> Job:
         states.require_transition("run", run.state, states.RUNNING)
         run.state = states.RUNNING
         run.started_at = now
+    return job
+
+
+def requeue_job(session: Session, job: Job, now: datetime | None = None) -> Job:
+    """Queue a running job again because its attempt never started (nothing of it ran).
+
+    It keeps its place: its ``queued_at`` stays what it was, so it is the next one claimed
+    from its repository. The run stays running. A job that is not running raises Conflict.
+    """
+    now = now or utcnow()
+    lock_run(session, job.run_id)
+    if job.state != states.RUNNING or job.cancel_requested_at is not None:
+        raise Conflict(f"job {job.key} is {job.state}; only a running job is queued again")
+    queued_at = job.queued_at
+    _move(job, states.QUEUED, now)
+    job.queued_at = queued_at or now
+    job.started_at = None
     return job
 
 

@@ -27,7 +27,7 @@ import re
 
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, describe, is_null
-from forge_ci.workflow.templates import STEP_CONTEXTS, ExpressionChecker, Scope
+from forge_ci.workflow.templates import STEP_CONTEXTS, ExpressionChecker, Scope, Template
 
 DEFAULTS = {
     "fetch-depth": "1",
@@ -74,19 +74,26 @@ def supported_list() -> str:
 REF_CONTEXTS = frozenset({"github", "inputs", "vars", "matrix", "strategy"})
 
 
+#: What ``with.path`` may read: the step contexts but ``env`` (see parse_checkout_with).
+PATH_CONTEXTS = STEP_CONTEXTS - {"env"}
+
+
 def parse_checkout_with(
     uses: str,
     node: Node | None,
     checker: ExpressionChecker,
     problems: Problems,
     scope: Scope | None = None,
-) -> dict[str, str]:
+) -> dict[str, str | Template]:
     """The normalized inputs of one checkout step (``node`` is its ``with``, or None).
 
     ``with.ref`` may hold expressions over :data:`REF_CONTEXTS` (``scope`` gives the job's
     matrix keys); it is kept as written and evaluated at run creation
-    (forge_ci.runs.checkouts), where the ref it names is pinned."""
-    inputs = dict(DEFAULTS)
+    (forge_ci.runs.checkouts), where the ref it names is pinned. ``with.path`` may use
+    :data:`PATH_CONTEXTS` (``${{ matrix.repo }}``, ``${{ steps.paths.outputs.dir }}``): it stays a
+    :class:`Template` for the plan, which fills in the matrix; the runner evaluates the rest and
+    refuses a result outside the workspace, as it refuses a literal one."""
+    inputs: dict[str, str | Template] = dict(DEFAULTS)
     if node is None:
         return inputs
     if not isinstance(node, Mapping):
@@ -109,6 +116,18 @@ def parse_checkout_with(
                 )
                 checker.template(value, every)  # checked, never evaluated
             problems.notice(value, TOKEN_NOTICE)
+            continue
+        if name == "path" and isinstance(value, Scalar) and "${{" in value.value:
+            # The step contexts but env (a checkout step's env context would hold only what
+            # earlier steps wrote to GITHUB_ENV, not the workflow's env: refused, not wrong).
+            # The plan fills in the matrix, the runner the rest, and the runner checks the
+            # result as it checks a literal path (worker/runner/gitcheckout.py).
+            path_scope = (scope or Scope("with.path", PATH_CONTEXTS)).narrowed(
+                "with.path", PATH_CONTEXTS
+            )
+            template = checker.template(value, path_scope)
+            if template is not None:
+                inputs[name] = template
             continue
         if name == "ref" and isinstance(value, Scalar) and "${{" in value.value:
             ref_scope = (scope or Scope("with.ref", REF_CONTEXTS)).narrowed(

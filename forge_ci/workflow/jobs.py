@@ -19,7 +19,15 @@ from forge_ci.workflow.env import EnvValue, parse_env
 from forge_ci.workflow.expressions import ExpressionError
 from forge_ci.workflow.labels import normalize_labels, other_os
 from forge_ci.workflow.matrix import Strategy, parse_strategy
-from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
+from forge_ci.workflow.nodes import (
+    Mapping,
+    Node,
+    Scalar,
+    Sequence,
+    describe,
+    is_null,
+    scalar_type,
+)
 from forge_ci.workflow.permissions import parse_permissions
 from forge_ci.workflow.render import render, static_value, strategy_context, to_text
 from forge_ci.workflow.steps import Step, id_problem, parse_steps, written_step_ids
@@ -111,7 +119,8 @@ class Job:
     needs: tuple[tuple[str, Scalar], ...]
     env: dict[str, EnvValue]
     defaults: RunDefaults
-    timeout_minutes: int
+    #: Minutes, or one expression over matrix/strategy that the plan evaluates per instance.
+    timeout_minutes: int | Template
     condition: str
     outputs: dict[str, Template]
     strategy: Strategy | None
@@ -123,6 +132,20 @@ class Job:
     #: strategy), decided in the plan when it reads only matrix and strategy, else at the end.
     continue_on_error: bool | Template = False
     environment: Environment | None = None
+
+
+def _timeout(
+    node: Node, scope: Scope, checker: ExpressionChecker, problems: Problems
+) -> int | Template | None:
+    """A job's ``timeout-minutes``: a literal, or (as GitHub allows) one ``${{ }}`` over the
+    matrix and strategy, which the plan evaluates per instance and checks the same way."""
+    if isinstance(node, Scalar) and "${{" in node.value and scalar_type(node) == "str":
+        template = checker.template(node, scope.narrowed("timeout-minutes", _STATIC))
+        if template is not None and template.whole is None:
+            problems.at(node, "timeout-minutes is one expression: write only ${{ ... }}")
+            return None
+        return template
+    return timeout_minutes(node, "timeout-minutes", problems)
 
 
 def parse_job(
@@ -173,9 +196,9 @@ def parse_job(
         defaults = parse_run_defaults(
             node["defaults"], "defaults", checker, problems, defaults_scope
         )
-    timeout = DEFAULT_TIMEOUT_MINUTES
+    timeout: int | Template = DEFAULT_TIMEOUT_MINUTES
     if "timeout-minutes" in node:
-        timeout = timeout_minutes(node["timeout-minutes"], "timeout-minutes", problems) or timeout
+        timeout = _timeout(node["timeout-minutes"], scope, checker, problems) or timeout
     condition = "success()"
     if "if" in node:
         scalar = string(node["if"], "a job's if", problems)

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_ci.workflow.canonical import canonical_json, digest
+from forge_ci.workflow.checkout import normalize_path, path_problem
 from forge_ci.workflow.defaults import (
     RunDefaults,
     is_posix_shell,
@@ -50,10 +51,11 @@ from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
 from forge_ci.workflow.injection import protect_script, secret_holders
-from forge_ci.workflow.jobs import Instance, Job
+from forge_ci.workflow.jobs import DEFAULT_TIMEOUT_MINUTES, Instance, Job
 from forge_ci.workflow.render import PlanValue, render, render_env, static_value
 from forge_ci.workflow.steps import CHECKOUT, Step
 from forge_ci.workflow.templates import Template
+from forge_ci.workflow.values import MAX_TIMEOUT_MINUTES
 
 PLAN_VERSION = 1
 MAX_PLAN_BYTES = 1024 * 1024
@@ -136,7 +138,7 @@ class PlanBuilder:
             "needs": [name for name, _ in job.needs],
             "if": job.condition,
             "runs_on": list(instance.runs_on),
-            "timeout_minutes": job.timeout_minutes,
+            "timeout_minutes": self._timeout(job.timeout_minutes, contexts),
             "permissions": {"contents": job.contents or contents},
             "matrix": instance.matrix,
             "strategy": instance.strategy if job.strategy is not None else None,
@@ -169,7 +171,10 @@ class PlanBuilder:
                 "generated_id": step.generated_id,
                 "name": name if name is not None else "Checkout",
                 "uses": CHECKOUT,
-                "with": dict(step.checkout_inputs),
+                "with": {
+                    key: self._checkout_input(value, contexts)
+                    for key, value in step.checkout_inputs.items()
+                },
                 "run": None,
                 "shell": None,
                 "working_directory": None,
@@ -240,6 +245,43 @@ class PlanBuilder:
                 self._report(value, problem)
                 return rendered
             return normal_directory(rendered)
+        return rendered
+
+    def _timeout(self, value: int | Template, contexts: Mapping[str, Any]) -> int:
+        """A job's timeout for one instance: its expression evaluated over the matrix."""
+        if isinstance(value, int):
+            return value
+        whole = value.whole
+        assert whole is not None  # jobs.py accepts only one whole expression
+        try:
+            result = static_value(whole, contexts)
+        except ExpressionError as exc:
+            self._report(value, f"cannot evaluate timeout-minutes: {exc.message}")
+            return DEFAULT_TIMEOUT_MINUTES
+        if isinstance(result, float) and result.is_integer():
+            result = int(result)  # expression numbers are floats: 60.0 is 60
+        text = str(result).strip() if isinstance(result, str | int) else ""
+        minutes = int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else 0
+        if isinstance(result, bool) or not 1 <= minutes <= MAX_TIMEOUT_MINUTES:
+            self._report(
+                value,
+                f"timeout-minutes ${{{{ {whole.source.strip()} }}}} is {result!r} here; it must "
+                f"be a whole number of minutes from 1 through {MAX_TIMEOUT_MINUTES}",
+            )
+            return DEFAULT_TIMEOUT_MINUTES
+        return minutes
+
+    def _checkout_input(self, value: str | Template, contexts: Mapping[str, Any]) -> PlanValue:
+        """A checkout input: text, or ``with.path`` with the matrix filled in (checked when no
+        runtime part is left; the runner checks the rest)."""
+        if isinstance(value, str):
+            return value
+        rendered = render(value, contexts, self._report)
+        if isinstance(rendered, str):
+            problem = path_problem(rendered)
+            if problem:
+                self._report(value, f"with.path: {problem}")
+            return normalize_path(rendered)
         return rendered
 
     def _continue_on_error(

@@ -89,7 +89,7 @@ class Step:
     #: An action step's ``with``: input name as written -> value.
     inputs: dict[str, Template] | None = None
     #: The checkout's normalized inputs (see :mod:`forge_ci.workflow.checkout`); empty otherwise.
-    checkout_inputs: dict[str, str] = field(default_factory=dict)
+    checkout_inputs: dict[str, str | Template] = field(default_factory=dict)
 
 
 def id_problem(text: str) -> str | None:
@@ -230,12 +230,13 @@ def _step(
         problems.at(node, "a step needs run (a script) or uses: forge-ci/checkout@v1")
     uses: str | None = None
     action: str | None = None
-    checkout_inputs: dict[str, str] = {}
+    checkout_inputs: dict[str, str | Template] = {}
     if uses_node is not None:
         uses, action = _uses(uses_node, checker, problems)
         if uses is not None:
+            step_scope = job_scope.narrowed("with", STEP_CONTEXTS, steps=earlier, files=True)
             checkout_inputs = parse_checkout_with(
-                uses, node.get("with"), checker, problems, job_scope
+                uses, node.get("with"), checker, problems, step_scope
             )
     for key, _ in node.items:
         written = key.value

@@ -60,6 +60,8 @@ def test_setup_python_setup_node_and_checkout(mirrored: Forge) -> None:
         uses: actions/setup-python@v5
         with:
           python-version: "3.11"
+        env:
+          NODE_DEBUG_NATIVE: COMPILE_CACHE
       - id: node
         uses: actions/setup-node@v4
         with:
@@ -79,6 +81,9 @@ def test_setup_python_setup_node_and_checkout(mirrored: Forge) -> None:
     assert "node output=v24." in log
     assert "node on PATH=/opt/hostedtoolcache/node/24." in log
     assert "history: e2e count=1" in log
+    # The post script (post-if: success()) took the code the runner compiled ahead into the
+    # job's own compile cache.
+    assert "/dist/cache-save/index.js was accepted" in log, log[-3000:]
     assert mirrored.database is not None
     with mirrored.database.session() as session:
         run = session.scalars(select(Run).order_by(Run.id.desc())).first()

@@ -16,6 +16,7 @@ EXPECTED = {
         ("waiting", "completed"),
         ("queued", "running"),
         ("queued", "completed"),
+        ("running", "queued"),  # its attempt never started (forge_ci/coordinator/attempts.py)
         ("running", "completed"),
     },
     "attempt": {("leased", "running"), ("leased", "completed"), ("running", "completed")},

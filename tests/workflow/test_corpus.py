@@ -79,7 +79,6 @@ READER_REFUSED_ON_PURPOSE = {
     "job-snapshot-mapping.yml": "custom image snapshots are not supported",
     "job-snapshot-simple.yml": "custom image snapshots are not supported",
     "job-strategy.yml": MATRIX_EXPRESSIONS,
-    "job-timeout-minutes.yml": LITERAL_TIMEOUT,
     "matrix-basic.yml": LARGE_NUMBER,
     "misc-jobs.yml": "job 'build' needs steps",
     "misc-steps.yml": CHECKOUT_UNKNOWN,

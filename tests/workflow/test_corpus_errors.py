@@ -180,6 +180,13 @@ TRANSITIONS: list[tuple[str, str, str | None]] = [
     # reads null (a notice says where). GitHub's default variables: see "env" above.
     (r"'(.*)' is not a valid env name \(letters, .*", "env name", None),
     (r"working-directory must not have empty components \('.*'\)", "accepted", None),
+    # A job's timeout-minutes may be one expression over the matrix (the plan evaluates it).
+    (
+        r"timeout-minutes must be a whole number of minutes from 1 through 360, not "
+        r"['\"](\$\{\{.*\}\})['\"]",
+        "timeout",
+        None,
+    ),
     (r"no (?:earlier )?step in this job has the id '(.*)'", "notice", r"steps.\1 is always empty"),
     (
         r"the matrix context is only available in a job with strategy.matrix \((.*)\)",
@@ -207,6 +214,9 @@ def _transition(message: str) -> tuple[str, str | None] | None:
             if name.upper() in RUNNER_GITHUB_VARIABLES:
                 return "notice", re.escape(f"env {name} is ignored: the runner sets it")
             return "accepted", None
+        if kind == "timeout":
+            static = not re.search(r"github|env|inputs|vars|needs|steps|NaN", match.group(1))
+            return ("accepted" if static else "line"), r".*timeout-minutes"
         if kind == "env name":
             if "${{" in match.group(1):
                 return "reworded", re.escape(f"'{match.group(1)}': an expression (like")
@@ -241,6 +251,10 @@ def _became(error: str, now: list[str], notices: list[str], source: list[str]) -
     if transition is None:
         return None
     kind, pattern = transition
+    if kind == "accepted" and pattern is not None:
+        # Accepted unless the same line still refuses it (a step's timeout stays literal).
+        same_line = any(_split(c)[0] == line and re.match(pattern, _split(c)[2]) for c in now)
+        return "reworded" if same_line else kind
     if kind == "accepted":
         return kind
     assert pattern is not None

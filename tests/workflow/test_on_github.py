@@ -224,3 +224,52 @@ def test_the_whole_github_context_is_readable_and_passed_as_data(accept: Accept)
 def test_an_unknown_github_field_stays_refused(refuse: Refuse) -> None:
     found = messages(refuse(job_file("- run: echo ${{ github.repositoryUrl }}\n")))
     assert "github.repositoryUrl is not available" in found
+
+
+# -- the checkout's with.path -----------------------------------------------------------------
+
+
+def test_a_checkout_path_may_use_step_contexts(accept: Accept, refuse: Refuse) -> None:
+    job = "    strategy:\n      matrix:\n        repo: [tools]\n"
+    checkout = "- id: where\n  run: echo\n- uses: actions/checkout@v4\n  with:\n    path: {}\n"
+    literal = build_plan(accept(job_file(checkout.format("vendor//${{ matrix.repo }}/"), job)))
+    assert literal["jobs"][0]["steps"][1]["with"]["path"] == "vendor/tools"
+    runtime = build_plan(accept(job_file(checkout.format("${{ steps.where.outputs.dir }}"), job)))
+    assert runtime["jobs"][0]["steps"][1]["with"]["path"] == {
+        "template": [{"expr": "steps.where.outputs.dir"}]
+    }
+    # A path the matrix makes is checked once the plan is built, like a literal one.
+    escaping = job.replace("[tools]", "['../out']")
+    found = messages(refuse(job_file(checkout.format("${{ matrix.repo }}"), escaping)))
+    assert "with.path: '../out' must stay inside the workspace (no '..')" in found
+
+
+# -- a job's timeout-minutes from the matrix ----------------------------------------------------
+
+
+def test_a_jobs_timeout_may_come_from_its_matrix(accept: Accept) -> None:
+    job = (
+        "    timeout-minutes: ${{ matrix.timeout }}\n"
+        "    strategy:\n      matrix:\n        timeout: [30, '45']\n"
+    )
+    jobs = build_plan(accept(job_file("- run: make\n", job)))["jobs"]
+    assert [j["timeout_minutes"] for j in jobs] == [30, 45]
+
+
+@pytest.mark.parametrize(
+    ("timeout", "values", "message"),
+    [
+        ("${{ matrix.t }}", "[500]", "is 500 here; it must be a whole number of minutes from 1"),
+        ("${{ matrix.t }}", "[0]", "is 0 here"),
+        ("${{ matrix.t }}", "[x]", "is 'x' here"),
+        ("${{ matrix.t }}", "[true]", "is True here"),
+        ("${{ matrix.t }} min", "[1]", "timeout-minutes is one expression"),
+        ("${{ github.event.inputs.t }}", "[1]", "the github context is not available in timeout"),
+        ("600", "[1]", "timeout-minutes must be a whole number of minutes from 1 through 360"),
+    ],
+)
+def test_a_jobs_timeout_is_checked_per_instance(
+    refuse: Refuse, timeout: str, values: str, message: str
+) -> None:
+    job = f"    timeout-minutes: {timeout}\n    strategy:\n      matrix:\n        t: {values}\n"
+    assert message in messages(refuse(job_file("- run: make\n", job)))

@@ -41,6 +41,7 @@ from forge_ci.coordinator.service import AttemptRefused, Coordinator
 from forge_ci.errors import ForgeCIError
 from forge_ci.protocol import BODY_READ_DEADLINE_SECONDS, ProtocolError
 from web.runner_api.bodies import read_body
+from web.runner_api.peers import client_connected
 
 EXTENSION = "forge_ci.runner_api"
 
@@ -150,7 +151,7 @@ def _body(endpoint: str) -> Any:
 def claims() -> Response:
     token = _token()
     claim = _body("claims")
-    result = _coordinator().claim(token, claim)
+    result = _coordinator().claim(token, claim, connected=client_connected(request.environ))
     return _json(protocol.claim_body(result.assignment, to_ms(result.server_time)))
 
 

@@ -18,7 +18,7 @@ from forge_ci.protocol import BODY_READ_DEADLINE_SECONDS, MAX_BODY_BYTES, Protoc
 _READ_SIZE = 16 * 1024
 
 
-def _socket(environ: dict[str, Any]) -> socket.socket | None:
+def connection_socket(environ: dict[str, Any]) -> socket.socket | None:
     for key in ("werkzeug.socket", "gunicorn.socket"):
         candidate = environ.get(key)
         if isinstance(candidate, socket.socket):
@@ -49,7 +49,7 @@ def read_body(
         return b""
     wanted = length if length is not None else limit + 1
     stream = environ["wsgi.input"]
-    sock = _socket(environ)
+    sock = connection_socket(environ)
     previous = sock.gettimeout() if sock is not None else None
     end = time.monotonic() + deadline
     data = bytearray()

@@ -22,12 +22,14 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from forge_ci import protocol
 from forge_ci.protocol import SourceRequest, request_body
 from worker.runner.checkout import RUNNER_NAMES, CheckoutError, Interrupted, check_out
 from worker.runner.client import ApiClient, NoAnswer, Refused
 from worker.runner.clock import now
+from worker.runner.evaluation import render
 from worker.runner.watchdog import Watchdog
 
 MAX_BUNDLE_BYTES = 128 * 1024 * 1024
@@ -42,8 +44,28 @@ def bundle_path(source_archive_path: str) -> str:
     return source_archive_path.rpartition("/")[0] + "/source.bundle"
 
 
+def rendered_inputs(
+    step_id: str, inputs: Mapping[str, Any], contexts: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The checkout's inputs with ``with.path`` evaluated now when it is a template
+    (``${{ env.SRC }}``); :func:`target_directory` then checks it like a literal path."""
+    rendered = dict(inputs)
+    rendered["path"] = render(rendered.get("path") or "", contexts, f"step {step_id}: with.path")
+    return rendered
+
+
 def target_directory(workspace: str, relative: str) -> str:
-    """``<workspace>/<relative>``, refusing what the workflow engine refuses (checked again)."""
+    """``<workspace>/<relative>``, refusing what the workflow engine refuses (checked again).
+
+    ``relative`` may come from an expression (``${{ github.workspace }}/src``): an absolute path
+    inside the workspace is taken as the path under it, as actions/checkout does."""
+    if "\x00" in relative or any(ord(char) < 32 for char in relative):
+        raise CheckoutError(f"with.path {relative!r} contains a control character")
+    root_text = os.path.normpath(workspace)
+    if relative.startswith("/") and os.path.normpath(relative).startswith(root_text + os.sep):
+        relative = os.path.normpath(relative)[len(root_text) + 1 :]
+    elif os.path.normpath(relative) == root_text:
+        relative = ""
     parts = [part for part in relative.split("/") if part not in ("", ".")]
     if relative.startswith("/") or any(part == ".." or part.lower() == ".git" for part in parts):
         raise CheckoutError(f"with.path {relative!r} must be a relative path in the workspace")

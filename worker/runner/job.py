@@ -7,7 +7,10 @@
     pre steps, each step, the post steps (reverse order; after a failure, a cancel, a timeout):
     if ──► report running ──► run (script, checkout or action) ──► file commands ──► report
     completed with annotations and summary
-      (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended)
+      (stop at once when the watchdog says so: cancel, job timeout, lease lost, ended; after a
+      cancel or the time limit, as on GitHub, the steps left whose condition still holds under
+      cancelled(): if: always() / cancelled(), post-if's default always(), run in one clean-up
+      window of POST_GRACE seconds, the others are reported skipped)
     ──► job outputs ──► kill every leftover process ──► deliver the log (3 s)
     ──► complete (3 s) ──► report
 
@@ -18,10 +21,12 @@ assignment that is already ``running`` (a claim replay) is refused, never starte
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from forge_ci import protocol
@@ -39,6 +44,7 @@ from forge_ci.protocol import (
     hook_steps,
     request_body,
 )
+from worker.runner.actions.codecache import opted_out
 from worker.runner.actions.executor import ActionFailed, ActionSteps
 from worker.runner.actions.trees import ActionTrees
 from worker.runner.checkout import CheckoutError
@@ -63,7 +69,7 @@ from worker.runner.evaluation import (
     continues_on_error,
     render,
 )
-from worker.runner.gitcheckout import checkout_lines
+from worker.runner.gitcheckout import checkout_lines, rendered_inputs
 from worker.runner.heartbeat import Heartbeat
 from worker.runner.processes import kill_descendants, reap
 from worker.runner.report import Report, StepRecord
@@ -87,6 +93,8 @@ STEP_LOG_SECONDS = 5.0
 NO_GITHUB_TOKEN = "forge-ci-has-no-github-api"
 #: How long ``start`` may take, at most (the claim's lease bounds it too).
 START_SECONDS = 30.0
+#: A step condition that may hold after a cancellation or the job's time limit.
+RUNS_AFTER_STOP = re.compile(r"\b(always|cancelled)\s*\(")
 
 
 class StepFailed(Exception):
@@ -203,6 +211,7 @@ class JobRunner:
         self.heartbeat.start()
         self.uploader.start()
         # The actions' trees download meanwhile, beside the checkout and the first steps.
+        self.trees.cold = opted_out(self.assignment.steps)
         self.trees.prefetch(self.assignment.actions.values())
         outputs: dict[str, str] = {}
         egress = EgressForwarder(self.input.egress_socket)
@@ -273,6 +282,8 @@ class JobRunner:
             steps=self.steps_context,
         )
         contexts["github"].setdefault("token", NO_GITHUB_TOKEN)
+        if self.watchdog.stopped.is_set():
+            contexts["job"]["status"] = "cancelled"  # as on GitHub, in the clean-up window
         return contexts
 
     def _interrupted(self) -> bool:
@@ -288,47 +299,26 @@ class JobRunner:
                 self.note("", str(exc))
                 self.failed = True
                 return {}
-        for hook in self.pre:
-            if self.watchdog.stopped.is_set():
+        # Conditions that may hold after a stop get their clean-up window before the time limit.
+        if any(RUNS_AFTER_STOP.search(step.condition) for step in steps):
+            self.watchdog.reserve(POST_GRACE)
+        # Every step in order: the actions' pre steps, the job's, the post steps (see _step).
+        work: list[Callable[[str, float], None]] = [
+            *(partial(self._hook, hook) for hook in self.pre),
+            *(partial(self._step, step) for step in steps),
+            *(partial(self._hook, hook) for hook in self.post),
+        ]
+        until = float("inf")
+        for run in work:
+            if self.watchdog.stopped.is_set() and until == float("inf"):
+                until = self.watchdog.begin_cleanup(POST_GRACE)
+            if self.watchdog.halted():
                 break
-            self._hook(hook)
-        for step in steps:
-            if self.watchdog.stopped.is_set():
-                break
-            self._step(step)
+            run("cancelled" if self.watchdog.stopped.is_set() else "", until)
             reap()
-        self._post_steps()
         if self.watchdog.stopped.is_set():
             return {}
         return self._job_outputs()
-
-    def _post_steps(self) -> None:
-        """The actions' post steps: after a failure too, and after a cancellation or the job's
-        time limit in a clean-up window of at most POST_GRACE seconds, as GitHub's runner does
-        (their ``post-if`` then sees ``cancelled()``; the default ``always()`` holds)."""
-        status = "failure" if self.failed else "success"
-        until = float("inf")
-        for hook in self.post:
-            if self.watchdog.stopped.is_set() and until == float("inf"):
-                until = self._begin_cleanup() if self.actions.ran else -until
-                status = "cancelled"
-            if self.watchdog.halted():
-                return
-            self._hook(hook, status, until)
-            reap()
-
-    def _begin_cleanup(self) -> float:
-        """Open the clean-up window and return its end; the steps the stop left out are
-        reported skipped first (the server takes steps in order)."""
-        until = self.watchdog.begin_cleanup(POST_GRACE)
-        ids = [hook.id for hook in self.pre] + [step.id for step in self.assignment.steps]
-        for step_id in ids:
-            if not self.watchdog.cleaning():
-                break
-            if step_id not in self.steps_context:
-                if self.report_step(step_id, "completed", "skipped"):
-                    self._record(step_id, "skipped", "skipped", -1, {})
-        return until
 
     def _check_out(self, step_id: str, inputs: dict[str, Any] | None = None) -> None:
         """Fetch the pinned commit into the workspace (with history when the checkout step has
@@ -362,10 +352,13 @@ class JobRunner:
         }
         self.report.steps.append(StepRecord(step_id, outcome, conclusion, exit_code))
 
-    def _step(self, step: AssignmentStep) -> None:
+    def _step(self, step: AssignmentStep, status: str = "", until: float = float("inf")) -> None:
+        """One step of the job; after a cancellation or the time limit (``status`` cancelled)
+        only if its condition still holds (``always()``, ``cancelled()``), until the clean-up
+        window ends at ``until``."""
         written = {name: v for name, v in step.env.items() if isinstance(v, str)}
         contexts = self._contexts(step.id, written)
-        status = "failure" if self.failed else "success"
+        status = status or ("failure" if self.failed else "success")
         try:
             # The env context of the condition has the step's literal env values: its templates
             # and secrets are rendered once the step runs (secrets are asked for then).
@@ -386,7 +379,7 @@ class JobRunner:
 
         def work() -> tuple[str, int, dict[str, str]]:
             if step.uses == CHECKOUT:
-                self._checkout_step(step)
+                self._checkout_step(step, contexts)
                 return "success", -1, {}
             if step.uses:
                 try:
@@ -396,7 +389,7 @@ class JobRunner:
             exit_code, outputs = self._script_step(step, contexts)
             return ("success" if exit_code == 0 else "failure"), exit_code, outputs
 
-        self._execute(step.id, step.timeout_minutes, continue_on_error, work)
+        self._execute(step.id, step.timeout_minutes, continue_on_error, work, until)
 
     def _hook(self, hook: HookStep, status: str = "", until: float = float("inf")) -> None:
         """A pre or post step of a node action (skipped when its condition says so); ``status``
@@ -453,7 +446,7 @@ class JobRunner:
             self.note(step_id, stop.message)
         elif cleanup and timed_out:
             outcome = "timed_out"
-            self.note(step_id, f"the post steps' {POST_GRACE:g} s after the stop ran out")
+            self.note(step_id, f"the clean-up window ({POST_GRACE:g} s after the stop) ran out")
         elif timed_out:
             outcome = "timed_out"
             self.note(
@@ -473,10 +466,10 @@ class JobRunner:
         if self.report_step(step_id, "completed", outcome, exit_code, continue_on_error):
             self._record(step_id, outcome, conclusion, exit_code, outputs)
 
-    def _checkout_step(self, step: AssignmentStep) -> None:
+    def _checkout_step(self, step: AssignmentStep, contexts: dict[str, Any]) -> None:
         try:
-            self._check_out(step.id, dict(step.inputs))
-        except CheckoutError as exc:
+            self._check_out(step.id, rendered_inputs(step.id, step.inputs, contexts))
+        except (CheckoutError, EvaluationError) as exc:
             raise StepFailed(str(exc)) from None
 
     def directory(self, relative: str) -> str:

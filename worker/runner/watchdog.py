@@ -17,14 +17,16 @@ The first reason to stop the job wins and is kept. The running step's process gr
 to stop (SIGTERM) at once and killed (SIGKILL) after a short grace.
 
 Clean-up after a stop, as GitHub's runner does: once an action with a ``post`` script ran its
-main, the job deadline is brought forward by :data:`POST_GRACE` (:meth:`Watchdog.reserve`), and
-after a cancellation or the job's time limit the post steps run in a window of at most
-``POST_GRACE`` seconds (:meth:`Watchdog.begin_cleanup`, never past the job deadline); while it
-lasts the stop no longer kills new step processes, only the window's end does. A stop whose
-result the server no longer takes (lost, ended, refused) ends the window at once::
+main, or when a step's ``if`` names ``always()`` or ``cancelled()``, the job deadline is brought
+forward by :data:`POST_GRACE` (:meth:`Watchdog.reserve`), and after a cancellation or the job's
+time limit the steps left whose condition holds under ``cancelled()`` run in one window of at
+most ``POST_GRACE`` seconds (:meth:`Watchdog.begin_cleanup`, never past the job deadline);
+while it lasts the stop no longer kills new step processes, only the window's end does. A stop
+whose result the server no longer takes (lost, ended, refused) ends the window at once::
 
-    cancel / time limit ──► the running step is stopped ──► later steps skipped
-      ──► post steps (post-if sees cancelled()) until the window ends ──► complete
+    cancel / time limit ──► the running step is stopped ──► each later step: if: always() /
+      cancelled() runs, the others are skipped ──► post steps (post-if sees cancelled())
+      ──► complete (whatever the window's end left is not run)
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from forge_ci.coordinator.attempts import MAX_UNSTARTED
 from forge_ci.coordinator.errors import AttemptEnded, BadCredential, ExecutionMismatch
 from forge_ci.coordinator.providers import (
     revoke_provider,
@@ -117,6 +118,39 @@ def test_leased_work_does_not_hold_a_lease_before_start(world: World) -> None:
     second = world.claim()
     assert second is not None
     assert refused(world.heartbeat, second).error.code == "execution_mismatch"
+
+
+def test_a_job_no_runner_started_is_queued_again_a_bounded_number_of_times(world: World) -> None:
+    """Its provider vanished after the claim (nothing of the job ran): the attempt is lost but
+    the job goes back to the queue, ahead of younger work, for a new attempt; the old
+    credential is refused. After MAX_UNSTARTED such attempts in a row the job is lost; an
+    attempt that started and was lost never gives its job back."""
+    run_id = world.queue_run(plan_job("build"), plan_job("test"))
+    for number in range(1, MAX_UNSTARTED + 1):
+        claimed = world.claim()
+        assert claimed is not None and claimed.assignment.job_key == "build"
+        assert claimed.assignment.attempt_number == number
+        assert claimed.assignment.contexts["github"]["run_attempt"] == str(number)
+        world.clock.advance(61)
+        assert sweep_now(world) == 1
+        attempt = world.attempt(claimed.id)
+        assert (attempt.state, attempt.conclusion) == ("completed", "lost")
+        assert refused(world.start, claimed).error.code == "attempt_ended"
+        build = world.jobs_of(run_id)[0]
+        if number < MAX_UNSTARTED:
+            assert "no runner started" in (attempt.status_reason or "")
+            assert "queued again" in (attempt.status_reason or "")
+            assert build.state == "queued" and build.started_at is None
+    assert (build.state, build.conclusion) == ("completed", "lost")
+    assert "queued again" not in (world.attempt(claimed.id).status_reason or "")
+    started = world.claim()
+    assert started is not None and started.assignment.job_key == "test"
+    world.start(started)
+    world.clock.advance(61)
+    assert sweep_now(world) == 1
+    assert [job.conclusion for job in world.jobs_of(run_id)] == ["lost", "lost"]
+    assert world.run(run_id).conclusion == "lost"
+    assert world.claim() is None
 
 
 def test_cancel_acknowledged_within_grace_is_cancelled_with_the_outcome_kept(

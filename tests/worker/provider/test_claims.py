@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,8 @@ from sqlalchemy import func, select
 
 from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
-from forge_ci.models import Attempt
+from forge_ci.models import Attempt, Provider
+from forge_ci_testing.forge import wait_for
 from tests.forge_ci.coordinator.world import World, plan_job
 from worker.provider.claims import ClaimClient, ClaimConflict, ProviderRefused, Stopped
 from worker.provider.state import ClaimRecord, ProviderState
@@ -139,6 +142,48 @@ def test_a_restarted_provider_replays_its_persisted_claim(
         session.commit()
     with pytest.raises(ClaimConflict):
         ClaimClient(server, world.provider_token, wait_seconds=0).claim(pending)
+
+
+_WAITING_PROVIDER = """
+import sys
+from worker.provider.claims import ClaimClient
+from worker.provider.state import ClaimRecord
+from worker.provider.upstream import Server
+ClaimClient(Server("http", "127.0.0.1", int(sys.argv[1])), sys.argv[2], wait_seconds=60).claim(
+    ClaimRecord.fresh()
+)
+"""
+
+
+def _contact(database: Database) -> object:
+    with database.session() as session:
+        return session.scalar(select(Provider.last_contact_at))
+
+
+def test_a_provider_killed_while_its_claim_waits_is_assigned_nothing(
+    world: World, server: Server, database: Database
+) -> None:
+    """kill -9 while the claim waits on the server: its job goes to the next claimer instead
+    of to the dead connection (where it would have waited out the start window)."""
+    provider = subprocess.Popen(
+        [sys.executable, "-c", _WAITING_PROVIDER, str(server.port), world.provider_token],
+        cwd=Path(__file__).parents[3],
+    )
+    try:
+        # The claim reached the server (its first try stored the contact time) and now waits.
+        wait_for("the claim to reach the server", lambda: _contact(database), timeout=30)
+        assert provider.poll() is None
+    finally:
+        provider.kill()
+        provider.wait()
+    world.queue_run(plan_job())
+    time.sleep(1.0)  # ten of the waiting claim's polls: it would have taken the job by now
+    assert attempts(database) == 0
+    assignment = ClaimClient(server, world.provider_token, wait_seconds=0).claim(
+        ClaimRecord.fresh()
+    )
+    assert assignment is not None and assignment.attempt_number == 1
+    assert attempts(database) == 1
 
 
 def test_an_unknown_token_stops_the_provider(world: World, server: Server) -> None:

@@ -1,4 +1,5 @@
-"""Node actions in the real runner: inputs and defaults, outputs, state, pre and post steps."""
+"""Node actions in the real runner: inputs and defaults, outputs, state, pre and post steps
+(their order, conditions, and the clean-up window after the job's time limit)."""
 
 from __future__ import annotations
 
@@ -133,18 +134,54 @@ def test_a_missing_required_input_fails_the_step_before_anything_runs(
     assert "requires input 'who'" in log and "main:" not in log
 
 
-def test_pre_if_false_skips_the_pre_step_but_not_the_main(
+def test_pre_steps_run_first_whatever_their_main_step_does_unless_pre_if_says_no(
     forge: Forge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """As on GitHub, every pre step runs at the start of the job, before the first main step,
+    in order: also the pre of a step whose own ``if`` is false (only ``pre-if`` decides) and of
+    a step after one that fails; each with its own outcome and log."""
     guarded = greeter(pre="pre.js", pre_if="github.event_name == 'push'")
-    install(forge, monkeypatch, {"greeter": guarded}, {"first": ("greeter", {"who": "dan"})})
-    claimed, finished = forge.run_job(workflow("      - id: first\n        run: placeholder\n"))
-    assert finished.returncode == 0, finished
-    seen = forge.steps(claimed.attempt_id)
-    assert list(seen) == ["pre-first", "first"]
-    assert seen["pre-first"][:2] == ("completed", "skipped")  # dispatched, not pushed
-    assert "main: who=dan" in forge.log(claimed.attempt_id, "first")
-    assert "pre state=\n" in forge.log(claimed.attempt_id, "first")
+    install(
+        forge,
+        monkeypatch,
+        {"greeter": guarded, "eager": greeter(pre="pre.js", post="post.js")},
+        {
+            "first": ("greeter", {"who": "dan"}),
+            "quiet": ("eager", {"who": "quinn"}),
+            "late": ("eager", {"who": "lee"}),
+        },
+    )
+    steps = """\
+      - id: first
+        run: placeholder
+      - id: quiet
+        if: false
+        run: placeholder
+      - id: fail
+        run: echo "main steps start"; exit 1
+      - id: late
+        run: placeholder
+"""
+    claimed, finished = forge.run_job(workflow(steps))
+    assert finished.returncode == 1, finished
+    attempt = claimed.attempt_id
+    seen = {name: state[:2] for name, state in forge.steps(attempt).items()}
+    assert seen == {
+        "pre-first": ("completed", "skipped"),  # dispatched, not pushed
+        "pre-quiet": ("completed", "success"),
+        "pre-late": ("completed", "success"),
+        "first": ("completed", "success"),
+        "quiet": ("completed", "skipped"),
+        "fail": ("completed", "failure"),
+        "late": ("completed", "skipped"),
+        "post-late": ("completed", "skipped"),  # their main never ran
+        "post-quiet": ("completed", "skipped"),
+    }
+    assert "main: who=dan" in forge.log(attempt, "first")
+    assert "pre state=\n" in forge.log(attempt, "first")
+    assert forge.log(attempt, "pre-quiet", "stdout") == "pre: who=quinn\n"
+    assert forge.log(attempt, "pre-late", "stdout") == "pre: who=lee\n"
+    assert forge.log(attempt, "quiet") == forge.log(attempt, "late") == ""
 
 
 HANGING_POST = "console.log('hanging post started'); setInterval(() => {}, 1000);\n"
@@ -182,6 +219,8 @@ def test_post_steps_run_after_the_job_time_limit_within_the_clean_up_window(
         run: echo started; sleep 1000
       - id: later
         if: always()
+        run: echo "after the limit"
+      - id: plain
         run: echo never
 """
     forge.dispatch(workflow(steps, timeout_minutes=1))
@@ -205,7 +244,8 @@ def test_post_steps_run_after_the_job_time_limit_within_the_clean_up_window(
         "guarded": ("completed", "success"),
         "noticed": ("completed", "success"),
         "sleeper": ("completed", "timed_out"),
-        "later": ("completed", "skipped"),
+        "later": ("completed", "success"),  # always() holds after the limit too
+        "plain": ("completed", "skipped"),
         "post-noticed": ("completed", "success"),
         "post-guarded": ("completed", "skipped"),
         "post-first": ("completed", "success"),
@@ -215,6 +255,7 @@ def test_post_steps_run_after_the_job_time_limit_within_the_clean_up_window(
         forge.log(attempt, "post-first", "stdout")
         == "post erin: seen=erin old=kept pre=undefined\n"
     )
+    assert forge.log(attempt, "later") == "after the limit\n"
     assert "post tom:" in forge.log(attempt, "post-noticed", "stdout")
     assert "hanging post started" in forge.log(attempt, "post-stuck")
-    assert "the post steps' 10 s after the stop ran out" in forge.log(attempt, "post-stuck")
+    assert "the clean-up window (10 s after the stop) ran out" in forge.log(attempt, "post-stuck")

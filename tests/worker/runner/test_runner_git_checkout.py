@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
+
 from tests.worker.runner.conftest import Forge, workflow
+from worker.runner.checkout import CheckoutError
+from worker.runner.gitcheckout import target_directory
 
 
 def test_clean_false_keeps_untracked_files_of_an_earlier_repository(forge: Forge) -> None:
+    # with.path evaluated by the runner: a step output, under an absolute workspace path.
     steps = """\
-      - run: git init -q src && echo mine > src/untracked.txt
+      - id: where
+        run: git init -q src && echo mine > src/untracked.txt && echo dir=src >> $GITHUB_OUTPUT
       - uses: actions/checkout@v4
         with:
-          path: src
+          path: ${{ github.workspace }}/${{ steps.where.outputs.dir }}
           clean: false
       - run: cat src/untracked.txt src/README.md && git -C src status --porcelain
 """
@@ -30,3 +39,49 @@ def test_clean_true_empties_the_workspace_but_keeps_home_and_tmp(forge: Forge) -
     claimed, finished = forge.run_job(workflow(steps), {"README.md": "read me\n"})
     assert finished.report["result"] == "success", forge.log(claimed.attempt_id)
     assert forge.log(claimed.attempt_id, "step_3", "stdout") == "kept\nread me\ntrue\n"
+
+
+def test_a_checkout_path_evaluated_outside_the_workspace_fails_the_step(forge: Forge) -> None:
+    steps = """\
+      - id: where
+        run: echo dir=../elsewhere >> $GITHUB_OUTPUT
+      - uses: actions/checkout@v4
+        with:
+          path: ${{ steps.where.outputs.dir }}
+"""
+    claimed, finished = forge.run_job(workflow(steps), {"README.md": "read me\n"})
+    assert finished.report["result"] == "failure"
+    assert "with.path '../elsewhere' must be a relative path in the workspace" in forge.log(
+        claimed.attempt_id
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("src", "src"),
+        ("./a//b/", "a/b"),
+        ("{ws}/src", "src"),  # an expression's absolute result inside the workspace
+        ("{ws}", ""),
+        ("{ws}/", ""),
+        ("/etc", None),
+        ("{ws}/../x", None),
+        ("{ws}x/y", None),  # a sibling that starts with the workspace's name
+        ("a/../..", None),
+        (".git/x", None),
+        (".home", None),
+        ("a\nb", None),
+    ],
+)
+def test_the_checkout_target_stays_in_the_workspace(
+    tmp_path: Path, written: str, expected: str | None
+) -> None:
+    workspace = str(tmp_path / "ws")
+    os.mkdir(workspace)
+    relative = written.replace("{ws}", workspace)
+    if expected is None:
+        with pytest.raises(CheckoutError):
+            target_directory(workspace, relative)
+    else:
+        parts = [part for part in expected.split("/") if part]
+        assert target_directory(workspace, relative) == os.path.join(workspace, *parts)

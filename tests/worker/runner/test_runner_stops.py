@@ -24,8 +24,23 @@ SLEEPER = """\
           sleep 1000
       - id: after
         if: always()
-        run: echo after
+        run: echo after | tee "$GITHUB_WORKSPACE/after.txt"
+      - id: plain
+        run: echo never
+      - id: told
+        if: cancelled()
+        run: echo "told ${{ steps.sleeper.outcome }} ${{ job.status }}"
+      - id: failed
+        if: failure()
+        run: echo never
 """
+#: After a cancellation or the time limit: what still runs (as on GitHub), what is skipped.
+AFTER_THE_STOP = {
+    "after": ("completed", "success", 0),
+    "plain": ("completed", "skipped", None),
+    "told": ("completed", "success", 0),
+    "failed": ("completed", "skipped", None),
+}
 
 
 def _pids(workspace: Path) -> tuple[int, int]:
@@ -63,10 +78,11 @@ def test_cancel_mid_step_kills_the_whole_process_group(forge: Forge) -> None:
     assert (attempt.conclusion, attempt.reported_conclusion) == ("cancelled", None)
     assert forge.steps(claimed.attempt_id) == {
         "sleeper": ("completed", "cancelled", None),
-        "after": ("completed", "skipped", None),
+        **AFTER_THE_STOP,
     }
     assert "cancelled: cancelled by alice" in forge.log(claimed.attempt_id, "sleeper", "stderr")
-    assert forge.log(claimed.attempt_id, "after") == ""
+    assert forge.log(claimed.attempt_id, "after") == "after\n"
+    assert forge.log(claimed.attempt_id, "told") == "told cancelled cancelled\n"
 
 
 def test_the_job_deadline_stops_the_job_as_timed_out(forge: Forge) -> None:
@@ -85,8 +101,12 @@ def test_the_job_deadline_stops_the_job_as_timed_out(forge: Forge) -> None:
     assert finished.report["reported"] and finished.report["conclusion"] == "timed_out"
     assert not pid_alive(child)
     assert forge.attempt(claimed.attempt_id).conclusion == "timed_out"
-    assert forge.steps(claimed.attempt_id)["sleeper"] == ("completed", "timed_out", None)
+    assert forge.steps(claimed.attempt_id) == {
+        "sleeper": ("completed", "timed_out", None),
+        **AFTER_THE_STOP,
+    }
     assert "time limit (timeout-minutes: 1)" in forge.log(claimed.attempt_id, "sleeper")
+    assert forge.log(claimed.attempt_id, "told") == "told timed_out cancelled\n"
 
 
 def test_a_step_timeout_ends_that_step_only(forge: Forge) -> None:
@@ -159,6 +179,8 @@ def test_a_lost_lease_stops_the_step(forge: Forge) -> None:
     assert not finished.report["reported"] and not finished.report["confirmed"]
     assert not pid_alive(child) and not pid_alive(shell)
     assert finished.seconds < 8
+    # The server takes nothing more: no clean-up window, so even always() does not run.
+    assert not (workspace / "after.txt").exists()
 
 
 @pytest.mark.usefixtures("short_lease")

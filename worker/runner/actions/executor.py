@@ -157,6 +157,8 @@ class ActionSteps:
         target = os.path.join(directory, script)
         if not os.path.isfile(target):
             raise ActionFailed(f"{where}: the action has no file {script!r}")
+        if "NODE_COMPILE_CACHE" not in env:  # the step's own env wins
+            extra = {**self.host.trees.compile_cache.environment(target), **extra}
         try:
             return self.host.scripts.run(
                 log_id, ["node", target], env, secrets, self.host.directory(""), extra
@@ -185,6 +187,8 @@ class ActionSteps:
                 return "cancelled", -1, {}
             where = f"step {'/'.join((*path, inner.id))}"
             status = "failure" if (failed or self.host.failed) else "success"
+            if self.host.watchdog.stopped.is_set():
+                status = "cancelled"  # running in the clean-up window after a stop
             try:
                 runs = condition_holds(inner.condition, contexts(), status, f"{where}: if")
                 forgive = continues_on_error(

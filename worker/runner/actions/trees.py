@@ -11,6 +11,8 @@ Every action of the job is fetched ahead, in the order of first use, by one back
 started with the job (:meth:`ActionTrees.prefetch`), so that downloading and unpacking overlap
 the checkout and the steps before the action: a step waits only for what is not there yet. A
 tree the thread could not make is fetched again by the step itself, which then reports why.
+Once a node action's tree is unpacked, its ``post`` script is compiled (never run) into the
+job's node compile cache (:mod:`worker.runner.actions.codecache`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from forge_ci.protocol import Action
+from worker.runner.actions.codecache import CompileCache
 from worker.runner.archive import ArchiveRefused, extract_archive
 from worker.runner.checkout import CheckoutError, download_source
 from worker.runner.client import ApiClient
@@ -53,6 +56,9 @@ class ActionTrees:
         self._pending: dict[str, threading.Event] = {}
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self.compile_cache = CompileCache(runner_dir)
+        #: Keys of actions not to compile ahead (codecache.opted_out).
+        self.cold: set[str] = set()
 
     def prefetch(self, actions: Iterable[Action]) -> None:
         """Fetch and unpack ``actions`` ahead, in order, in a background thread."""
@@ -71,6 +77,7 @@ class ActionTrees:
         self._closed.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self.compile_cache.close()
 
     def _stopping(self) -> bool:
         return self._closed.is_set() or self.watchdog.halted()
@@ -130,4 +137,7 @@ class ActionTrees:
             raise ActionUnavailable(f"{what} was refused: {exc}") from None
         with self._lock:
             self._ready[action.key] = target
+        runs = action.metadata.runs
+        if runs.post and action.key not in self.cold and not interrupted():
+            self.compile_cache.warm([os.path.join(target, runs.post)])
         return target

@@ -1,0 +1,134 @@
+"""What both claim paths write and how they rank work: the attempt, its steps, the candidates.
+
+A claim is made by the direct path (:mod:`forge_ci.coordinator.direct_claims`, a handful of
+Core statements) or, for anything unusual, by the ORM path (:mod:`forge_ci.coordinator.claims`);
+both build the same attempt and step rows and serve repositories in the same order from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.engine import Connection
+
+from forge_ci import states
+from forge_ci.coordinator.credentials import job_token, token_hash
+from forge_ci.coordinator.leases import refresh_next_check
+from forge_ci.coordinator.logs import MASKERS
+from forge_ci.models import Attempt, AttemptStep
+from forge_ci.models.base import table_of
+from forge_ci.protocol import Assignment, ClaimRequest, hook_steps
+
+DEFAULT_TIMEOUT_MINUTES = 360
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class ClaimOutcome:
+    """The result of one claim transaction."""
+
+    assignment: Assignment | None
+    #: PostgreSQL: repositories skipped because other claimers held them.
+    busy_repositories: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    """A repository with queued jobs this provider may take: its label sets, fairness keys."""
+
+    repository_id: int
+    has_row: bool
+    label_keys: list[str] = field(default_factory=list)
+    served: datetime = EPOCH
+    oldest: datetime = EPOCH
+
+
+def fairness_order(candidates: list[Candidate]) -> list[Candidate]:
+    """Least recently served repository first (ties: the oldest queued job, then the id), so
+    one repository with a thousand queued jobs cannot starve another with one."""
+    return sorted(candidates, key=lambda c: (c.served, c.oldest, c.repository_id))
+
+
+def new_attempt(
+    *,
+    job_id: int,
+    number: int,
+    provider_id: int,
+    repository_id: int,
+    request: ClaimRequest,
+    digest: str,
+    plan_job: dict[str, Any],
+    now: datetime,
+    lease: timedelta,
+) -> Attempt:
+    """The leased attempt a claim creates (not yet added to a session or inserted)."""
+    attempt = Attempt(
+        job_id=job_id,
+        number=number,
+        provider_id=provider_id,
+        repository_id=repository_id,
+        request_id=request.request_id,
+        token_hash=digest,
+        state=states.LEASED,
+        timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
+        claimed_at=now,
+        lease_expires_at=now + lease,
+        log_mask=MASKERS.get([request.attempt_token, job_token(request.attempt_token)]).mask,
+        job_token_hash=token_hash(job_token(request.attempt_token)),
+    )
+    refresh_next_check(attempt)
+    return attempt
+
+
+#: The attempt columns a claim sets (the others keep their column defaults).
+CLAIMED_COLUMNS = (
+    "job_id",
+    "number",
+    "provider_id",
+    "repository_id",
+    "request_id",
+    "token_hash",
+    "state",
+    "timeout_minutes",
+    "claimed_at",
+    "lease_expires_at",
+    "next_check_at",
+    "log_mask",
+    "job_token_hash",
+)
+
+
+def insert_steps(
+    connection: Connection, attempt_id: int, plan_job: dict[str, Any], assignment: Assignment
+) -> None:
+    """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps.
+
+    One multi-row INSERT beside the attempt (through ``attempt.steps`` the ORM would load the
+    collection and insert row by row).
+    """
+    from forge_ci.workflow.render import as_written
+
+    rows: list[tuple[str, str]] = []
+    for step in plan_job.get("steps", []):
+        name = step.get("name")
+        rows.append((str(step["id"]), as_written(name) or str(step["id"])))
+    pre, post = hook_steps(assignment.steps, assignment.actions)
+    rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
+    if not rows:
+        return
+    connection.execute(
+        insert(table_of(AttemptStep)),
+        [
+            {
+                "attempt_id": attempt_id,
+                "position": position,
+                "step_id": step_id,
+                "name": name,
+                "state": states.PENDING,
+            }
+            for position, (step_id, name) in enumerate(rows)
+        ],
+    )

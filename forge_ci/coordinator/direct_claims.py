@@ -1,0 +1,460 @@
+"""The direct claim path: the common claim in a handful of prebuilt Core statements.
+
+Same rules as the ORM path in :mod:`forge_ci.coordinator.claims` (which documents them), in
+fewer round trips; anything unusual is left to that path (the caller rolls back and runs it)::
+
+    1 look     provider (FOR KEY SHARE) + replay? + waiting out a cancellation? + token reused?
+               + every (repository, label set) with queued jobs in scope, with its fairness
+               keys (last claim, oldest entry)              ─ one SELECT, also the SQLite pre-check
+    [touch]    the provider's contact time, at most every 10 s
+    [lock]     PostgreSQL: the chosen repository's scheduling row, FOR UPDATE SKIP LOCKED
+    2 take     the oldest queue entry of that repository and label set, with its job, run,
+               the requester's user row and membership       ─ one SELECT (index seek)
+    3 move     job queued -> running, run queued -> running (the state table decides both),
+               the queue entry and its count                 ─ UPDATEs and a DELETE
+    4 insert   the attempt (RETURNING id), its steps (one multi-row INSERT)
+    5 read     the repository's variables for the assignment
+
+Left to the ORM path: a replay, a reused attempt token, a provider waiting out its own
+cancellation, a credential that is not valid (it raises the error), a requester who may no
+longer run code (the job is cancelled there) and a job whose secrets cannot be given (it fails
+there), a job that left the queue under our feet, and later rounds of one claim.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any, NamedTuple
+
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from forge_ci import states
+from forge_ci.authz import actor_as_now, effective_role
+from forge_ci.coordinator import secrets
+from forge_ci.coordinator.assignments import build_assignment
+from forge_ci.coordinator.attempts import may_run_code
+from forge_ci.coordinator.claim_rows import (
+    CLAIMED_COLUMNS,
+    EPOCH,
+    Candidate,
+    ClaimOutcome,
+    fairness_order,
+    insert_steps,
+    new_attempt,
+)
+from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.providers import authenticate_provider
+from forge_ci.db import is_sqlite
+from forge_ci.models import (
+    Attempt,
+    Job,
+    Membership,
+    Provider,
+    ProviderGrant,
+    QueueCount,
+    QueuedJob,
+    Repository,
+    Run,
+    RunSequence,
+    User,
+)
+from forge_ci.models.base import table_of
+from forge_ci.models.queue import key_labels, leave_queue
+from forge_ci.protocol import Assignment, ClaimRequest
+
+CONTACT_INTERVAL = timedelta(seconds=10)
+
+
+class _Unhandled(enum.Enum):
+    """The direct path does not decide this claim: the ORM path must."""
+
+    UNHANDLED = 0
+
+
+UNHANDLED = _Unhandled.UNHANDLED
+
+
+@dataclass
+class Look:
+    """What the first statement saw: the provider, what needs the ORM path, the candidates."""
+
+    provider_id: int
+    state: str
+    labels: frozenset[str]
+    last_contact_at: datetime | None
+    egress_policy: str | None
+    #: A replay, a reused token or a provider waiting out its own cancellation.
+    unusual: bool
+    waiting: bool
+    #: Label keys ordered oldest head first; candidates in fairness order.
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def contact_due(self, now: datetime) -> bool:
+        return self.last_contact_at is None or now - self.last_contact_at >= CONTACT_INTERVAL
+
+
+class _Requester(NamedTuple):
+    id: int
+    name: str
+    is_admin: bool
+    is_active: bool
+
+
+# --- the statements (built once per process, on first use: no work at import time) ------------
+
+
+@cache
+def _look_statement() -> Any:
+    p = table_of(Provider)
+    other = table_of(Provider).alias("other_providers")
+    a = table_of(Attempt)
+    counts = table_of(QueueCount)
+    entries = table_of(QueuedJob)
+    replay = (
+        select(a.c.id)
+        .where(a.c.provider_id == p.c.id, a.c.request_id == bindparam("request_id"))
+        .scalar_subquery()
+    )
+    waiting = (
+        select(a.c.id)
+        .where(
+            a.c.provider_id == p.c.id,
+            a.c.state != states.COMPLETED,
+            a.c.cancelled_by_provider_change.is_(True),
+        )
+        .exists()
+    )
+    reused = or_(
+        select(a.c.id).where(a.c.token_hash == bindparam("digest")).exists(),
+        select(other.c.id).where(other.c.token_hash == bindparam("digest")).exists(),
+    )
+    granted = select(table_of(ProviderGrant).c.repository_id).where(
+        table_of(ProviderGrant).c.provider_id == p.c.id
+    )
+    served = (
+        select(func.max(a.c.claimed_at))
+        .where(a.c.repository_id == counts.c.repository_id)
+        .scalar_subquery()
+    )
+
+    def head(column: Any) -> Any:
+        return (
+            select(column)
+            .where(
+                entries.c.repository_id == counts.c.repository_id,
+                entries.c.labels == counts.c.labels,
+            )
+            .order_by(entries.c.queued_at, entries.c.job_id)
+            .limit(1)
+            .scalar_subquery()
+        )
+
+    sequences = table_of(RunSequence)
+    has_row = select(sequences.c.repository_id).where(
+        sequences.c.repository_id == counts.c.repository_id
+    )
+    scoped = p.outerjoin(
+        counts,
+        and_(counts.c.queued > 0, or_(p.c.scope == "all", counts.c.repository_id.in_(granted))),
+    )
+    return (
+        select(
+            p.c.id,
+            p.c.token_hash,
+            p.c.state,
+            p.c.labels.label("provider_labels"),
+            p.c.last_contact_at,
+            p.c.egress_policy,
+            replay.label("replay"),
+            waiting.label("waiting"),
+            reused.label("reused"),
+            counts.c.repository_id,
+            counts.c.labels,
+            served.label("served"),
+            head(entries.c.queued_at).label("head_at"),
+            head(entries.c.job_id).label("head_id"),
+            has_row.exists().label("has_row"),
+        )
+        .select_from(scoped)
+        .where(p.c.token_hash == bindparam("provider_hash"))
+        .with_for_update(read=True, key_share=True, of=p)  # PostgreSQL only
+    )
+
+
+@cache
+def _lock_statements() -> tuple[Any, Any]:
+    sequences = table_of(RunSequence)
+    query = select(sequences.c.repository_id).where(
+        sequences.c.repository_id == bindparam("repository_id")
+    )
+    return query.with_for_update(skip_locked=True), query.with_for_update()
+
+
+@cache
+def _take_statement() -> Any:
+    last_number = (
+        select(func.max(Attempt.number)).where(Attempt.job_id == QueuedJob.job_id).scalar_subquery()
+    )
+    return (
+        select(
+            Job,
+            Run,
+            Repository.owner_id,
+            User.id.label("user_id"),
+            User.name.label("user_name"),
+            User.is_admin,
+            User.is_active,
+            Membership.role,
+            last_number.label("last_number"),
+        )
+        .select_from(QueuedJob)
+        .join(Job, Job.id == QueuedJob.job_id)
+        .join(Run, Run.id == Job.run_id)
+        .join(Repository, Repository.id == Run.repository_id)
+        .outerjoin(User, User.id == Run.requested_by_id)
+        .outerjoin(
+            Membership,
+            and_(
+                Membership.repository_id == Run.repository_id,
+                Membership.user_id == Run.requested_by_id,
+            ),
+        )
+        .where(
+            QueuedJob.repository_id == bindparam("repository_id"),
+            QueuedJob.labels == bindparam("labels"),
+        )
+        .order_by(QueuedJob.queued_at, QueuedJob.job_id)
+        .limit(1)
+    )
+
+
+@cache
+def _move_statements() -> tuple[Any, Any]:
+    jobs, runs = table_of(Job), table_of(Run)
+    # ``revision`` grows with the shown change, as the ORM's counter does (models/revisions.py).
+    job = (
+        update(jobs)
+        .where(jobs.c.id == bindparam("job_pk"), jobs.c.state == states.QUEUED)
+        .values(
+            state=states.RUNNING,
+            started_at=bindparam("moved_at", type_=jobs.c.started_at.type),
+            revision=jobs.c.revision + 1,
+        )
+    )
+    run = (
+        update(runs)
+        .where(runs.c.id == bindparam("run_pk"), runs.c.state == states.QUEUED)
+        .values(
+            state=states.RUNNING,
+            started_at=bindparam("moved_at", type_=runs.c.started_at.type),
+            revision=runs.c.revision + 1,
+        )
+    )
+    return job, run
+
+
+@cache
+def _insert_attempt() -> Any:
+    attempts = table_of(Attempt)
+    return insert(attempts).returning(attempts.c.id)
+
+
+# --- the path ------------------------------------------------------------------------------------
+
+
+def look(session: Session, token: str, request: ClaimRequest) -> Look | None:
+    """The first statement; None when the credential is not a valid provider's."""
+    rows = session.connection().execute(
+        _look_statement(),
+        {
+            "provider_hash": token_hash(token),
+            "request_id": request.request_id,
+            "digest": token_hash(request.attempt_token),
+        },
+    )
+    seen: Look | None = None
+    heads: dict[int, list[tuple[datetime, int, str]]] = {}
+    found: dict[int, Candidate] = {}
+    for row in rows:
+        if seen is None:
+            if row.state == "revoked" or not hashes_match(row.token_hash, token):
+                return None
+            seen = Look(
+                provider_id=row.id,
+                state=row.state,
+                labels=frozenset(row.provider_labels.split(","))
+                if row.provider_labels
+                else frozenset(),
+                last_contact_at=row.last_contact_at,
+                egress_policy=row.egress_policy,
+                unusual=row.replay is not None
+                or bool(row.reused)
+                or row.token_hash == token_hash(request.attempt_token),
+                waiting=bool(row.waiting),
+            )
+        if row.repository_id is None or row.head_id is None:
+            continue
+        if not key_labels(row.labels) <= seen.labels:
+            continue
+        candidate = found.setdefault(
+            row.repository_id,
+            Candidate(row.repository_id, bool(row.has_row), served=row.served or EPOCH),
+        )
+        heads.setdefault(row.repository_id, []).append((row.head_at, row.head_id, row.labels))
+        candidate.oldest = (
+            row.head_at if candidate.oldest == EPOCH else min(candidate.oldest, row.head_at)
+        )
+    if seen is None:
+        return None
+    for repository_id, entries in heads.items():
+        found[repository_id].label_keys = [labels for _, _, labels in sorted(entries)]
+    seen.candidates = fairness_order(list(found.values()))
+    return seen
+
+
+def nothing_to_claim(
+    session: Session, token: str | None, request: ClaimRequest, now: datetime
+) -> bool:
+    """The SQLite pre-check (read-only, one statement): True when a claim would certainly
+    find nothing, so empty polls never queue for the write lock. Raises BadCredential."""
+    seen = look(session, token, request) if token is not None else None
+    if seen is None:
+        authenticate_provider(session, token)  # raises: not a valid provider credential
+        return False
+    if seen.unusual or seen.contact_due(now):
+        return False
+    if seen.state != "active":
+        return True
+    return not seen.waiting and not seen.candidates
+
+
+def _touch(session: Session, seen: Look, now: datetime, egress_policy: str) -> None:
+    values: dict[str, Any] = {}
+    if seen.contact_due(now):
+        values["last_contact_at"] = now
+    # The policy is the provider's own setting: shown on the admin page as last reported.
+    if egress_policy and seen.egress_policy != egress_policy:
+        values["egress_policy"] = egress_policy
+    if values:
+        providers = table_of(Provider)
+        session.connection().execute(
+            update(providers).where(providers.c.id == seen.provider_id).values(**values)
+        )
+
+
+def claim_direct(
+    session: Session,
+    token: str | None,
+    request: ClaimRequest,
+    now: datetime,
+    source: secrets.SecretSource,
+    lease: timedelta,
+) -> ClaimOutcome | _Unhandled:
+    """One claim transaction (begun by the caller with ``begin_write``), or UNHANDLED: roll
+    back and let the ORM path decide. The caller commits."""
+    if token is None:
+        return UNHANDLED
+    seen = look(session, token, request)
+    if seen is None or seen.unusual:
+        return UNHANDLED
+    _touch(session, seen, now, request.egress_policy)
+    if seen.state != "active":
+        return ClaimOutcome(None)
+    if seen.waiting:
+        return UNHANDLED
+    postgres = not is_sqlite(session)
+    skip, wait = _lock_statements()
+    busy: list[Candidate] = []
+    holding = False
+    for candidate in seen.candidates:
+        if postgres and candidate.has_row:
+            locked = session.connection().execute(skip, {"repository_id": candidate.repository_id})
+            if locked.first() is None:
+                busy.append(candidate)
+                continue
+            holding = True
+        taken = _take_from(session, seen, candidate, request, now, source, lease)
+        if taken is not None:
+            return taken if taken is UNHANDLED else ClaimOutcome(taken)
+    if busy and not holding:
+        # As the ORM path: wait for one busy repository, holding no other repository lock.
+        chosen = random.choice(busy)
+        session.connection().execute(wait, {"repository_id": chosen.repository_id})
+        taken = _take_from(session, seen, chosen, request, now, source, lease)
+        if taken is not None:
+            return taken if taken is UNHANDLED else ClaimOutcome(taken)
+        busy.remove(chosen)
+    return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
+
+
+def _take_from(
+    session: Session,
+    seen: Look,
+    candidate: Candidate,
+    request: ClaimRequest,
+    now: datetime,
+    source: secrets.SecretSource,
+    lease: timedelta,
+) -> Assignment | _Unhandled | None:
+    """The oldest queued job of the candidate leased, UNHANDLED, or None (its queue is empty)."""
+    for labels in candidate.label_keys:
+        row = session.execute(
+            _take_statement(), {"repository_id": candidate.repository_id, "labels": labels}
+        ).first()
+        if row is not None:
+            return _lease(session, seen, row, labels, request, now, source, lease)
+    return None
+
+
+def _lease(
+    session: Session,
+    seen: Look,
+    row: Any,
+    labels: str,
+    request: ClaimRequest,
+    now: datetime,
+    source: secrets.SecretSource,
+    lease: timedelta,
+) -> Assignment | _Unhandled:
+    job: Job = row.Job
+    run: Run = row.Run
+    if run.requested_by_id is not None:
+        requester = None
+        if row.user_id is not None:
+            requester = _Requester(row.user_id, row.user_name, row.is_admin, row.is_active)
+        if not may_run_code(effective_role(actor_as_now(requester), row, row.role)):
+            return UNHANDLED  # the ORM path cancels the job and says why
+    plan_job = job.definition()
+    if secrets.references(plan_job) and secrets.claim_refusal(session, source, run, job):
+        return UNHANDLED  # the ORM path fails the job and says why
+    connection = session.connection()
+    move_job, move_run = _move_statements()
+    states.require_transition("job", job.state, states.RUNNING)
+    if connection.execute(move_job, {"job_pk": job.id, "moved_at": now}).rowcount != 1:
+        return UNHANDLED
+    if run.state == states.QUEUED:
+        # No job of a queued run has started before, so this one's start is the run's.
+        states.require_transition("run", run.state, states.RUNNING)
+        connection.execute(move_run, {"run_pk": run.id, "moved_at": now})
+    leave_queue(connection, job.id, run.repository_id, labels)
+    attempt = new_attempt(
+        job_id=job.id,
+        number=(row.last_number or 0) + 1,
+        provider_id=seen.provider_id,
+        repository_id=run.repository_id,
+        request=request,
+        digest=token_hash(request.attempt_token),
+        plan_job=plan_job,
+        now=now,
+        lease=lease,
+    )
+    values = {name: getattr(attempt, name) for name in CLAIMED_COLUMNS}
+    attempt.id = connection.execute(_insert_attempt(), values).scalar_one()
+    assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
+    insert_steps(connection, attempt.id, plan_job, assignment)
+    return assignment
