@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -161,6 +162,12 @@ def one_push(
             breakdown[f"  {step.step_id}"] = ended - began
             previous = ended
         breakdown["  after the last step"] = seconds(row.completed_at, pushed) - previous
+        # The provider's own figure: from its claim answer to the container started.
+        started = re.search(
+            rf"attempt {row.id}: started container \S+ in ([0-9.]+) s", forge.log("provider")
+        )
+        if started:
+            breakdown["  provider: claim answer -> container started"] = float(started.group(1))
         return {
             "run created": seconds(row.created_at, pushed),
             "claimed": seconds(row.claimed_at, pushed),

@@ -282,6 +282,8 @@ class JobRunner:
             steps=self.steps_context,
         )
         contexts["github"].setdefault("token", NO_GITHUB_TOKEN)
+        if self.watchdog.stopped.is_set():
+            contexts["job"]["status"] = "cancelled"  # as on GitHub, in the clean-up window
         return contexts
 
     def _interrupted(self) -> bool:

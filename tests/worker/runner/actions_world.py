@@ -2,10 +2,10 @@
 
 The workflow parser and run creation of ``uses:`` belong to the actions-server side; runner
 tests build their own assignments instead. :func:`install` wraps the coordinator's
-``build_assignment`` (run in this process by the test server) so that chosen steps of the plan
-become action steps with an ``actions`` map, and serves each action's tree as a tar at its
-``archive_path`` beside the real runner API. Everything else (claim, step rows with their pre and
-post steps, logs, masking, completion) is the real server.
+``build_assignment`` (run in this process by the test server, on both claim paths) so that
+chosen steps of the plan become action steps with an ``actions`` map, and serves each action's
+tree as a tar at its ``archive_path`` beside the real runner API. Everything else (claim, step
+rows with their pre and post steps, logs, masking, completion) is the real server.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import yaml
 from flask import Blueprint, Response, request
 
 from forge_ci import protocol
-from forge_ci.coordinator import claims
+from forge_ci.coordinator import claims, direct_claims
 from forge_ci.protocol import Action, AssignmentStep
 from tests.conftest import action_bundle
 from tests.worker.runner.conftest import Forge
@@ -262,7 +262,9 @@ def install(
     def build(*args: Any, **kwargs: Any) -> protocol.Assignment:
         return world.rewrite(original(*args, **kwargs))
 
+    # Both claim paths build assignments (the direct one for the common claim).
     monkeypatch.setattr(claims, "build_assignment", build)
+    monkeypatch.setattr(direct_claims, "build_assignment", build)
 
     def archive(attempt_id: str, number: str) -> Response:
         assert request.headers.get("Authorization", "").startswith("Bearer ")

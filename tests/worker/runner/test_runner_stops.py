@@ -29,7 +29,7 @@ SLEEPER = """\
         run: echo never
       - id: told
         if: cancelled()
-        run: echo "told ${{ steps.sleeper.outcome }}"
+        run: echo "told ${{ steps.sleeper.outcome }} ${{ job.status }}"
       - id: failed
         if: failure()
         run: echo never
@@ -82,7 +82,7 @@ def test_cancel_mid_step_kills_the_whole_process_group(forge: Forge) -> None:
     }
     assert "cancelled: cancelled by alice" in forge.log(claimed.attempt_id, "sleeper", "stderr")
     assert forge.log(claimed.attempt_id, "after") == "after\n"
-    assert forge.log(claimed.attempt_id, "told") == "told cancelled\n"
+    assert forge.log(claimed.attempt_id, "told") == "told cancelled cancelled\n"
 
 
 def test_the_job_deadline_stops_the_job_as_timed_out(forge: Forge) -> None:
@@ -106,7 +106,7 @@ def test_the_job_deadline_stops_the_job_as_timed_out(forge: Forge) -> None:
         **AFTER_THE_STOP,
     }
     assert "time limit (timeout-minutes: 1)" in forge.log(claimed.attempt_id, "sleeper")
-    assert forge.log(claimed.attempt_id, "told") == "told timed_out\n"
+    assert forge.log(claimed.attempt_id, "told") == "told timed_out cancelled\n"
 
 
 def test_a_step_timeout_ends_that_step_only(forge: Forge) -> None:
