@@ -16,14 +16,17 @@ each on its own keep-alive connection, poll like ``web/static/pipelines.js`` for
 - ``full``: without it, every poll a whole answer (what the page did before);
 - ``floor``: ``/-/health``, a trivial JSON view, polled the same way.
 
-Prints the server's CPU seconds per second (its processes' user + system time from /proc, so
-Linux only), the requests answered and the ratio to the floor. SQLite always; PostgreSQL when
-FORGE_CI_BENCH_POSTGRES_URL (or FORGE_CI_TEST_POSTGRES_URL) is set. Figures only.
+Then the size of a changed poll's answer (one step of one job ended since the last answer)
+against the whole run's. Prints the server's CPU seconds per second (its processes' user +
+system time from /proc, so Linux only), the requests answered and the ratio to the floor.
+SQLite always; PostgreSQL when FORGE_CI_BENCH_POSTGRES_URL (or FORGE_CI_TEST_POSTGRES_URL) is
+set. Figures only.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 import time
 import uuid
@@ -48,7 +51,7 @@ from forge_ci.coordinator.providers import create_provider
 from forge_ci.coordinator.service import Coordinator
 from forge_ci.db import Database
 from forge_ci.gitstore import repository_path
-from forge_ci.protocol import ClaimRequest, StartRequest
+from forge_ci.protocol import ClaimRequest, HeartbeatRequest, StartRequest
 from forge_ci.repos import create_repository, grant
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.settings import Settings
@@ -99,7 +102,7 @@ def commit(settings: Settings, text: str) -> None:
     git.references.create("refs/heads/main", oid, force=True)
 
 
-def build(settings: Settings, jobs: int) -> int:
+def build(settings: Settings, jobs: int) -> tuple[int, list[Runner]]:
     database = Database(settings)
     try:
         with database.session() as session:
@@ -117,6 +120,7 @@ def build(settings: Settings, jobs: int) -> int:
             create_provider(session, OPERATOR, "p", provider, LABELS, "all")
             session.commit()
         coordinator = Coordinator(database.session, settings)
+        partly = []
         for index in range(jobs // 4 + 4):
             token = new_token()
             result = coordinator.claim(provider, ClaimRequest(new_request_id(), token, 0))
@@ -129,9 +133,31 @@ def build(settings: Settings, jobs: int) -> int:
                 runner.run("success")
             else:
                 runner.run_partly()
-        return number
+                partly.append(runner)
+        return number, partly
     finally:
         database.dispose()
+
+
+def changed_poll_bytes(port: int, path: str, runner: Runner) -> tuple[int, int]:
+    """The bytes of a whole answer, and of the next poll's after one step of one job ended
+    (sent like the page: the ETag in If-None-Match and the answer's base as ``since``)."""
+    runner.coordinator.heartbeat(
+        runner.token, runner.assignment.attempt_id, HeartbeatRequest(runner.execution_id)
+    )
+    client = Client(port)
+    client.sign_in(READER, PASSWORD)
+    status, whole, _, response = client.request("GET", path)
+    assert status == 200, f"GET {path}: {status}"
+    tag = response.headers.get("ETag", "")
+    base = json.loads(whole).get("base", "")
+    runner.step(runner.assignment.steps[2].id, "completed", "success", 0)
+    status, changed, _, _ = client.request(
+        "GET", f"{path}?since={base}" if base else path, headers={"If-None-Match": tag}
+    )
+    assert status == 200, f"GET {path} after a change: {status}"
+    client.close()
+    return len(whole), len(changed)
 
 
 @dataclass
@@ -188,11 +214,13 @@ def watch(port: int, server: int, path: str, viewers: int, seconds: float, etag:
 
 def run(kind: str, jobs: int, viewers: int, seconds: float) -> None:
     with bench_settings(kind) as settings:
-        number = build(settings, jobs)
+        number, partly = build(settings, jobs)
         port = free_port()
         server = start_server(settings, port, False, settings.data_dir / "web.log")
         try:
             updates = f"/{REPO}/pipelines/{number}/updates"
+            # First, while the last claimed attempt's lease is fresh (nothing renews it later).
+            whole, changed = changed_poll_bytes(port, updates, partly[-1])
             floor = watch(port, server.pid, "/-/health", viewers, seconds, etag=False)
             full = watch(port, server.pid, updates, viewers, seconds, etag=False)
             etag = watch(port, server.pid, updates, viewers, seconds, etag=True)
@@ -205,6 +233,10 @@ def run(kind: str, jobs: int, viewers: int, seconds: float) -> None:
             f"  {label:<6} {result.cpu_per_second:6.3f} CPU-s/s  {result.answered:5d} polls "
             f"({result.not_modified} x 304)  x{result.cpu_per_second / base:5.2f} floor"
         )
+    print(
+        f"  a changed poll (one step ended): {changed:,} bytes; the whole run {whole:,} bytes "
+        f"(x{changed / whole:.3f})"
+    )
     print(
         f"  etag vs full: x{etag.cpu_per_second / max(full.cpu_per_second, 1e-6):.2f}; "
         f"goal < {GOAL_CPU} CPU-s/s: {'met' if etag.cpu_per_second < GOAL_CPU else 'not met'}"

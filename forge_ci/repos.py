@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from functools import cache
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from forge_ci.accounts import get_user
@@ -68,19 +69,30 @@ def repository_access(
     # every poll of a run page comes through here.
     current = current_actor(session, actor)
     row = session.execute(
-        select(Repository, Membership.role)
-        .join(Repository.owner)
-        .outerjoin(
-            Membership,
-            and_(Membership.repository_id == Repository.id, Membership.user_id == current.user_id),
-        )
-        .where(User.name == owner, Repository.name == name)
+        _access_statement(), {"owner": owner, "name": name, "user_id": current.user_id}
     ).first()
     if row is None:
         raise NotFound(f"repository {full_name} not found")
     repo, membership = row
     role = checked_role(effective_role(current, repo, membership), repo, needed)
     return RepositoryAccess(actor, repo, role)
+
+
+@cache
+def _access_statement() -> Select[Repository, str]:
+    """Built once: building it costs more than running it, and it runs on every request."""
+    return (
+        select(Repository, Membership.role)
+        .join(Repository.owner)
+        .outerjoin(
+            Membership,
+            and_(
+                Membership.repository_id == Repository.id,
+                Membership.user_id == bindparam("user_id"),
+            ),
+        )
+        .where(User.name == bindparam("owner"), Repository.name == bindparam("name"))
+    )
 
 
 def create_repository(

@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -58,15 +60,23 @@ def session_user(session: Session, token: str) -> User | None:
     """The user of a live (not revoked, not expired) session, or None (one query: every page
     view and every poll of a run page asks)."""
     user: User | None = session.scalar(
+        _session_user_statement(), {"token_hash": _digest(token), "now": utcnow()}
+    )
+    return user
+
+
+@cache
+def _session_user_statement() -> Select[Any]:
+    """Built once: building it costs more than running it, many times a second."""
+    return (
         select(User)
         .join(WebSession, WebSession.user_id == User.id)
         .where(
-            WebSession.token_hash == _digest(token),
+            WebSession.token_hash == bindparam("token_hash"),
             WebSession.revoked_at.is_(None),
-            WebSession.expires_at > utcnow(),
+            WebSession.expires_at > bindparam("now"),
         )
     )
-    return user
 
 
 def revoke_session(session: Session, token: str) -> None:

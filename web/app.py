@@ -87,6 +87,9 @@ def create_app(settings: Settings, *, database: Database | None = None) -> Flask
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=https,
         PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
+        # The server-side session ends SESSION_LIFETIME after sign-in whatever the cookie says,
+        # so re-signing the cookie on every answer (a run page polls every 2 s) buys nothing.
+        SESSION_REFRESH_EACH_REQUEST=False,
         PREFERRED_URL_SCHEME="https" if https else "http",
         MAX_CONTENT_LENGTH=1024 * 1024,
         TEMPLATES_AUTO_RELOAD=False,

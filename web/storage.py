@@ -9,13 +9,14 @@ neither waits for nor blocks writers; every other request's session is a writer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import Flask, current_app, g, request
 from sqlalchemy.orm import Session
 
 from forge_ci.db import Database
 from forge_ci.settings import Settings
+from web.deltas import Bases
 
 EXTENSION = "forge_ci"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -23,10 +24,13 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 @dataclass(frozen=True)
 class WebState:
-    """What the application holds for its process: the settings and the database."""
+    """What the application holds for its process: the settings, the database and what the
+    run pages' polls were last sent."""
 
     settings: Settings
     database: Database
+    #: The bases of the run pages' answers lately sent (:mod:`web.deltas`).
+    bases: Bases = field(default_factory=Bases)
 
 
 def init_app(app: Flask, settings: Settings, database: Database) -> None:

@@ -12,14 +12,22 @@ The answer follows the claim path (:mod:`forge_ci.coordinator.claims`) from the 
 
 It never names a provider, counts them, or says anything about other repositories: readers of
 one repository learn only what their own job needs and whether anything could serve it.
+
+The explanations are computed from :class:`ProviderState` rows, one small statement
+(:func:`provider_states`) that also tells a polling page whether anything they depend on
+moved: a provider's state, labels or access, whether it is busy, and whether its last contact
+is recent *now* (so a provider that falls silent shows on the next poll, although nothing was
+written). A run page folds those rows into its change token and recomputes the explanations
+only when they (or the run's counters) changed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
-from sqlalchemy import or_, select
+from sqlalchemy import Select, bindparam, exists, or_, select
 from sqlalchemy.orm import Session
 
 from forge_ci import states
@@ -55,6 +63,55 @@ class QueuedJob:
     runs_on: list[str]
 
 
+@dataclass(frozen=True)
+class ProviderState:
+    """What an explanation needs of a provider that may serve the repository, as of ``now``."""
+
+    id: int
+    state: str
+    #: Normalized labels joined by commas, as stored.
+    labels: str
+    #: In contact (a claim or a lease renewal) within :data:`RECENT_CONTACT`.
+    recent: bool
+    #: Has an attempt that has not ended.
+    busy: bool
+
+    @property
+    def label_set(self) -> frozenset[str]:
+        return frozenset(self.labels.split(",")) if self.labels else frozenset()
+
+
+def provider_states(
+    session: Session, access: RepositoryAccess, now: datetime
+) -> tuple[ProviderState, ...]:
+    """The providers that may serve the repository (readers), by id; one statement."""
+    repository = access.require(Role.READ)
+    cutoff = now - RECENT_CONTACT
+    return tuple(
+        ProviderState(key, state, labels, contact is not None and contact >= cutoff, bool(busy))
+        for key, state, labels, contact, busy in session.connection().execute(
+            _providers_statement(), {"repository_id": repository.id}
+        )
+    )
+
+
+@cache
+def _providers_statement() -> Select[int, str, str, datetime | None, bool]:
+    """Built once: polls run it many times a second."""
+    granted = select(ProviderGrant.provider_id).where(
+        ProviderGrant.repository_id == bindparam("repository_id")
+    )
+    # Listing the live states (rather than "not completed") lets the state index find them.
+    busy = exists().where(
+        Attempt.provider_id == Provider.id, Attempt.state.in_((states.LEASED, states.RUNNING))
+    )
+    return (
+        select(Provider.id, Provider.state, Provider.labels, Provider.last_contact_at, busy)
+        .where(Provider.state != "revoked", or_(Provider.scope == "all", Provider.id.in_(granted)))
+        .order_by(Provider.id)
+    )
+
+
 def _labels(job: QueuedJob) -> str:
     return ", ".join(sorted(normalize_job_labels(job.runs_on)))
 
@@ -85,11 +142,19 @@ def queue_blockers_by_key(
 
 
 def queue_blockers_of(
-    session: Session, access: RepositoryAccess, run: Requested, run_id: int
+    session: Session,
+    access: RepositoryAccess,
+    run: Requested,
+    run_id: int,
+    providers: tuple[ProviderState, ...],
+    now: datetime,
 ) -> dict[int, Blocker]:
-    """:func:`queue_blockers_in` for a run already looked up (``run`` as its counters have it)."""
+    """:func:`queue_blockers_in` for a run already looked up (``run`` as its counters have it)
+    with the :func:`provider_states` read for it at ``now``."""
     access.require(Role.READ)
-    return {job.id: blocker for job, blocker in _explained(session, access, run, run_id, None)}
+    return {
+        job.id: blocker for job, blocker in _explained(session, access, run, run_id, now, providers)
+    }
 
 
 def _blocked(
@@ -100,10 +165,14 @@ def _blocked(
 
 
 def _explained(
-    session: Session, access: RepositoryAccess, run: Requested, run_id: int, now: datetime | None
+    session: Session,
+    access: RepositoryAccess,
+    run: Requested,
+    run_id: int,
+    now: datetime | None,
+    providers: tuple[ProviderState, ...] | None = None,
 ) -> list[tuple[QueuedJob, Blocker]]:
     now = now or utcnow()
-    repository = access.repository
     # Only the queued jobs, not the whole run (which may have hundreds).
     queued = [
         QueuedJob(*row)
@@ -119,32 +188,20 @@ def _explained(
     if refusal is not None:
         blocker = Blocker("not_authorized", f"Not authorized: {refusal}.")
         return [(job, blocker) for job in queued]
-    granted = select(ProviderGrant.provider_id).where(ProviderGrant.repository_id == repository.id)
-    providers = list(
-        session.scalars(
-            select(Provider).where(
-                Provider.state != "revoked",
-                or_(Provider.scope == "all", Provider.id.in_(granted)),
-            )
-        )
-    )
-    busy = set(
-        session.scalars(
-            select(Attempt.provider_id).where(Attempt.state != states.COMPLETED).distinct()
-        )
-    )
+    if providers is None:
+        providers = provider_states(session, access, now)
     # Jobs with the same labels wait for the same reason: explain each label set once.
     explained: dict[tuple[str, ...], Blocker] = {}
     result = []
     for job in queued:
         labels = tuple(sorted(job.runs_on))
         if labels not in explained:
-            explained[labels] = _explain(job, providers, busy, now)
+            explained[labels] = _explain(job, providers)
         result.append((job, explained[labels]))
     return result
 
 
-def _explain(job: QueuedJob, providers: list[Provider], busy: set[int], now: datetime) -> Blocker:
+def _explain(job: QueuedJob, providers: tuple[ProviderState, ...]) -> Blocker:
     if not providers:
         return Blocker(
             "no_provider",
@@ -177,16 +234,12 @@ def _explain(job: QueuedJob, providers: list[Provider], busy: set[int], now: dat
     active = [p for p in matching if p.state == "active"]
     if not active:
         return Blocker("providers_paused", "Every provider with these labels is paused.")
-    recent = [
-        p
-        for p in active
-        if p.last_contact_at is not None and now - p.last_contact_at <= RECENT_CONTACT
-    ]
+    recent = [p for p in active if p.recent]
     if not recent:
         return Blocker(
             "no_recent_contact",
             "No provider with these labels has been in contact in the last minute.",
         )
-    if all(p.id in busy for p in recent):
+    if all(p.busy for p in recent):
         return Blocker("providers_busy", "Every provider with these labels is busy.")
     return Blocker("waiting", "Waiting for a provider to claim it.")

@@ -3,8 +3,10 @@
 One aggregate query over the run's rows: the run's ``revision``, and for its jobs, attempts
 and steps the sum of their revisions plus their count (:mod:`forge_ci.models.revisions`: every
 shown change bumps a revision, every insert adds a row, so the numbers only grow). The page also
-shows why queued jobs wait, which follows providers rather than the run: the caller folds those
-explanations into the token (:func:`change_token`), computed only while jobs are queued.
+shows why queued jobs wait, which follows providers and the requester's rights rather than the
+run: while jobs are queued the caller folds what those explanations are computed from into the
+token (:func:`change_token`; the requester's rights come with the counters,
+:attr:`RunCounters.requester`, the providers from :mod:`forge_ci.coordinator.blockers`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlalchemy.orm import Session, aliased
 from forge_ci import states
 from forge_ci.authz import Role
 from forge_ci.errors import NotFound
-from forge_ci.models import Attempt, AttemptStep, Job, Run
+from forge_ci.models import Attempt, AttemptStep, Job, Membership, Run, User
 from forge_ci.repos import RepositoryAccess
 
 
@@ -37,6 +39,9 @@ class RunCounters:
     has_queued: bool
     #: The run's revision, then sum + count of its jobs', attempts' and steps' revisions.
     values: tuple[int, ...]
+    #: Everything the requester's rights are decided from (``requester_refusal``): whether the
+    #: user is active and a site administrator, and their membership role in the repository.
+    requester: tuple[object, ...] = ()
 
 
 def run_counters(session: Session, access: RepositoryAccess, number: int) -> RunCounters:
@@ -46,14 +51,22 @@ def run_counters(session: Session, access: RepositoryAccess, number: int) -> Run
     except queue blockers.
     """
     repository = access.require(Role.READ)
-    row = session.execute(
-        _counters_statement(), {"repository_id": repository.id, "number": number}
-    ).first()
+    row = (
+        session.connection()
+        .execute(_counters_statement(), {"repository_id": repository.id, "number": number})
+        .first()
+    )
     if row is None:
         raise NotFound(f"run #{number} not found in {repository.full_name}")
-    run_id, requested_by_id, requested_by_name, queued, *values = row
+    run_id, requested_by_id, requested_by_name, queued, active, admin, membership, *values = row
     return RunCounters(
-        run_id, repository.id, requested_by_id, requested_by_name, bool(queued), tuple(values)
+        run_id,
+        repository.id,
+        requested_by_id,
+        requested_by_name,
+        bool(queued),
+        tuple(values),
+        (bool(active), bool(admin), membership or ""),
     )
 
 
@@ -90,11 +103,22 @@ def _counters_statement() -> Select[Any]:
         .where(jobs.run_id == Run.id)
         .scalar_subquery()
     )
+    requester = select(User.is_active).where(User.id == Run.requested_by_id).scalar_subquery()
+    requester_admin = select(User.is_admin).where(User.id == Run.requested_by_id).scalar_subquery()
+    membership = (
+        select(Membership.role)
+        .where(Membership.repository_id == Run.repository_id)
+        .where(Membership.user_id == Run.requested_by_id)
+        .scalar_subquery()
+    )
     return select(
         Run.id,
         Run.requested_by_id,
         Run.requested_by_name,
         queued,
+        requester,
+        requester_admin,
+        membership,
         Run.revision,
         job_sum,
         attempt_sum,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -43,6 +44,10 @@ def standard(pipelines: Pipelines) -> StandardRun:
 
 def _poller(page: Any, expression: str) -> Any:
     return page.evaluate(f"document.getElementById('run-page').forgeCi.{expression}")
+
+
+def _updates(url: str) -> bool:
+    return urlsplit(url).path.endswith("/updates")  # with ?since=BASE after the first answer
 
 
 def _wait(page: Any, expression: str, timeout: float = 15_000) -> None:
@@ -92,6 +97,7 @@ def test_the_run_page_follows_the_run_without_reloading(
     )
     screens.snap(page, "run-running")
     page.evaluate("window.marker = 'same document'")
+    _wait(page, "poll.base")  # the first answer (the whole run) is in: what follows are deltas
     step = standard.lint.assignment.steps[0].id
     standard.lint.step(step, "completed", "success", 0)
     standard.lint.complete("success")
@@ -100,6 +106,8 @@ def test_the_run_page_follows_the_run_without_reloading(
         f'svg.graph a.node.status-success[data-job="{standard.jobs["lint"]}"]', timeout=5_000
     )
     assert page.evaluate("window.marker") == "same document"
+    # The changes came as deltas (only the jobs that changed, applied over what was shown).
+    assert _poller(page, "poll.deltas") >= 1
     # Cancelling ends the run: the buttons change and polling stops.
     page.click("button:has-text('Cancel run')")
     page.wait_for_selector("#run-status.status-cancelled", timeout=15_000)
@@ -219,7 +227,7 @@ def test_polling_backs_off_stops_on_revoked_access_and_pauses_when_hidden(
     page.on("request", lambda request: seen.append(request.url))
     page.goto(RUN)
     page.wait_for_timeout(2_500)
-    assert any(url.endswith("/updates") for url in seen)
+    assert [url for url in seen if _updates(url)]
     page.evaluate(
         """() => {
         Object.defineProperty(document, 'hidden', {value: true, configurable: true});
@@ -229,7 +237,7 @@ def test_polling_backs_off_stops_on_revoked_access_and_pauses_when_hidden(
     page.wait_for_timeout(2_500)  # let a request already in flight finish
     seen.clear()
     page.wait_for_timeout(4_500)
-    assert not [url for url in seen if url.endswith("/updates")]
+    assert not [url for url in seen if _updates(url)]
     page.evaluate(
         """() => {
         Object.defineProperty(document, 'hidden', {value: false, configurable: true});
@@ -237,7 +245,7 @@ def test_polling_backs_off_stops_on_revoked_access_and_pauses_when_hidden(
     }"""
     )
     page.wait_for_timeout(1_500)
-    assert [url for url in seen if url.endswith("/updates")]
+    assert [url for url in seen if _updates(url)]
 
 
 def test_providers_are_created_and_edited_by_a_site_administrator(

@@ -3,8 +3,11 @@
 Each change below is made the real way (through the coordinator and the core's use cases, as a
 runner, an operator or an admin would) between two polls: the poll after it must not be 304 and
 must show the change; a poll after that is 304 again. What changes without anything shown
-changing (lease renewals, log chunks) keeps the token. The cheapness is counted in SQL
-statements, not timed.
+changing (lease renewals, log chunks) keeps the token. The poller sends its last answer's base
+like the page does, so a changed poll carries only the jobs that changed: each one is checked
+to be exactly the jobs whose shown content moved, and the view it makes (merged over the
+earlier answers) to equal a whole fresh answer. The cheapness is counted in SQL statements, not
+timed.
 """
 
 from __future__ import annotations
@@ -15,29 +18,51 @@ from typing import Any
 
 from sqlalchemy import event, select
 
-from forge_ci.authz import Role
+from forge_ci.authz import Actor, Role
+from forge_ci.coordinator.blockers import RECENT_CONTACT, provider_states, queue_blockers_of
 from forge_ci.coordinator.providers import pause_provider
 from forge_ci.db import Database
-from forge_ci.models import Job, Run
+from forge_ci.models import Job, Provider, Run, User, utcnow
 from forge_ci.protocol import HeartbeatRequest
-from forge_ci.repos import grant
+from forge_ci.repos import grant, repository_access, revoke
 from forge_ci.runs.cancel import cancel_run
+from forge_ci.runs.changes import run_counters
+from forge_ci.runs.dispatch import dispatch_run
 from tests.web.people import OPERATOR, REPO
-from tests.web.scenario import Pipelines, StandardRun
+from tests.web.scenario import CI, Pipelines, StandardRun
 
 RUN = "/olivia/app/pipelines/1"
 
 
-class Poller:
-    """A reader polling like pipelines.js: the last ETag goes back in If-None-Match."""
+def _settled(part: dict[str, Any]) -> dict[str, Any]:
+    # A running duration is counted on by the page itself: it is not part of what changed.
+    return {k: v for k, v in part.items() if k != "duration" or part["completed_at"]}
 
-    def __init__(self, browser: Any) -> None:
+
+def _shown(jobs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        key: {**_settled(job), "steps": [_settled(step) for step in job["steps"]]}
+        for key, job in jobs.items()
+    }
+
+
+class Poller:
+    """A reader polling like pipelines.js: the last ETag goes back in If-None-Match, the last
+    base as ``since``; :attr:`jobs` is what the page would show (each answer merged in)."""
+
+    def __init__(self, browser: Any, run: str = RUN) -> None:
         self.browser = browser
+        self.run = run
         self.etag = ""
+        self.base = ""
+        self.jobs: dict[str, dict[str, Any]] = {}
+        #: The keys of the jobs the last changed answer carried.
+        self.sent: set[str] = set()
 
     def poll(self) -> dict[str, Any] | None:
         headers = {"If-None-Match": self.etag} if self.etag else {}
-        response = self.browser.get(f"{RUN}/updates", headers=headers)
+        since = f"?since={self.base}" if self.base else ""
+        response = self.browser.get(f"{self.run}/updates{since}", headers=headers)
         assert response.headers["Cache-Control"] == "no-store"
         if response.status_code == 304:
             assert response.get_data() == b""
@@ -46,18 +71,27 @@ class Poller:
         assert response.status_code == 200
         self.etag = response.headers["ETag"]
         data: dict[str, Any] = response.json
-        return data
+        assert data["full"] is (not self.base)  # this process knows every base it handed out
+        self.base = data["base"]
+        self.sent = {job["key"] for job in data["jobs"]}
+        self.jobs.update(_jobs(data))
+        whole = self.browser.get(f"{self.run}/updates").json  # no base: every job
+        assert whole["full"] is True and whole["base"] == self.base
+        assert _shown(self.jobs) == _shown(_jobs(whole)), "the merged view is not the run"
+        return {**data, "jobs": list(self.jobs.values())}
 
 
 def _jobs(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {job["key"]: job for job in data["jobs"]}
 
 
-def _changed(poller: Poller, change: Callable[[], object]) -> dict[str, Any]:
+def _changed(poller: Poller, change: Callable[[], object], *sent: str) -> dict[str, Any]:
+    """The next poll after ``change``, which must carry exactly the jobs ``sent``."""
     assert poller.poll() is None, "unchanged before the change"
     change()
     data = poller.poll()
     assert data is not None, "the change was not noticed"
+    assert poller.sent == set(sent), poller.sent
     assert poller.poll() is None, "unchanged again after it"
     return data
 
@@ -73,6 +107,12 @@ def test_an_unchanged_run_answers_304_and_any_other_tag_gets_the_body(
     assert poller.poll() is None
     stale = as_person("rita").get(f"{RUN}/updates", headers={"If-None-Match": '"0000"'})
     assert stale.status_code == 200 and stale.json["run"]["status"] == first["run"]["status"]
+    # A base this server never handed out (or long forgot) gets the whole run; a malformed one
+    # is refused by name.
+    unknown = as_person("rita").get(f"{RUN}/updates?since={'0' * 16}")
+    assert unknown.json["full"] is True and len(unknown.json["jobs"]) == 4
+    bad = as_person("rita").get(f"{RUN}/updates?since=../etc")
+    assert bad.status_code == 400 and "since must be the base" in bad.json["error"]["message"]
     # The refusal is unchanged: a non-reader gets 404 whatever tag it sends.
     outsider = as_person("otto").get(f"{RUN}/updates", headers={"If-None-Match": poller.etag})
     assert outsider.status_code == 404
@@ -94,15 +134,15 @@ def test_every_shown_change_is_in_the_next_poll(
     lint.log("more output\n", step)
     assert poller.poll() is None
 
-    data = _changed(poller, lambda: lint.step(step, "completed", "success", 0))
+    data = _changed(poller, lambda: lint.step(step, "completed", "success", 0), "lint")
     assert _jobs(data)["lint"]["steps"][0]["status"] == "success"
 
-    data = _changed(poller, lambda: lint.complete("success"))
+    data = _changed(poller, lambda: lint.complete("success"), "lint", "deploy")
     assert _jobs(data)["lint"]["status"] == "success"
     assert _jobs(data)["deploy"]["note"] == "Waiting for test."
 
     # A provider with the gpu label: the queued job's explanation follows the providers.
-    data = _changed(poller, lambda: pipelines.add_provider("gpu", "self-hosted,linux,gpu"))
+    data = _changed(poller, lambda: pipelines.add_provider("gpu", "self-hosted,linux,gpu"), "test")
     assert "gpu" not in _jobs(data)["test"]["note"]
 
     def pause() -> None:
@@ -110,7 +150,7 @@ def test_every_shown_change_is_in_the_next_poll(
             pause_provider(session, OPERATOR, "gpu")
             session.commit()
 
-    data = _changed(poller, pause)
+    data = _changed(poller, pause, "test")
     assert _jobs(data)["test"]["note"] == "Every provider with these labels is paused."
 
     def cancel() -> None:
@@ -118,8 +158,8 @@ def test_every_shown_change_is_in_the_next_poll(
             cancel_run(session, OPERATOR, REPO, 1)
             session.commit()
 
-    data = _changed(poller, cancel)
-    assert data["run"]["note"] or _jobs(data)["test"]["status"] == "cancelled"
+    data = _changed(poller, cancel, "test", "deploy")
+    assert _jobs(data)["test"]["status"] == "cancelled"
 
 
 def test_a_claim_shows_the_new_attempt(
@@ -137,8 +177,49 @@ def test_a_claim_shows_the_new_attempt(
     assert execution is not None and execution.assignment.job_key == "test"
     data = poller.poll()
     assert data is not None and _jobs(data)["test"]["attempt"]["state"] == "leased"
-    data = _changed(poller, execution.start)
+    data = _changed(poller, execution.start, "test")
     assert _jobs(data)["test"]["attempt"]["state"] == "running"
+
+
+def test_the_requesters_rights_and_the_providers_contact_follow_without_a_run_change(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    pipelines: Pipelines,
+    database: Database,
+) -> None:
+    """What queue blockers are computed from besides the run: the time since a provider's last
+    contact, which moves with the clock alone (nothing is written: the poll reads the providers
+    as of its own time), and the requester's rights (a run adam started; adam loses his role)."""
+    with database.session() as session:
+        adam = session.scalar(select(User).where(User.name == "adam"))
+        assert adam is not None
+        run = dispatch_run(session, pipelines.settings, Actor.for_user(adam), REPO, "main", CI)
+        number = run.number
+    with database.session() as session:
+        access = repository_access(session, OPERATOR, REPO)
+        counters = run_counters(session, access, number)
+        contact = session.scalar(select(Provider.last_contact_at).where(Provider.name == "p1"))
+        assert contact is not None and counters.has_queued
+        now = provider_states(session, access, contact + RECENT_CONTACT)  # a minute: recent
+        later = provider_states(session, access, contact + RECENT_CONTACT * 2)
+        assert [(p.recent, p.busy) for p in now] == [(True, True)]  # p1 runs lint of run 1
+        assert [(p.recent, p.busy) for p in later] == [(False, True)]
+        waits = queue_blockers_of(session, access, counters, counters.id, now, utcnow())
+        silent = queue_blockers_of(session, access, counters, counters.id, later, utcnow())
+        assert {b.code for b in waits.values()} == {"providers_busy"}
+        assert {b.code for b in silent.values()} == {"no_recent_contact"}
+
+    poller = Poller(as_person("rita"), f"/olivia/app/pipelines/{number}")
+    data = poller.poll()
+    assert data is not None and _jobs(data)["build"]["note"].startswith("Every provider")
+
+    def demote() -> None:
+        with database.session() as session:
+            revoke(session, OPERATOR, REPO, "adam")
+            session.commit()
+
+    data = _changed(poller, demote, "build", "lint")
+    assert _jobs(data)["build"]["note"].startswith("Not authorized: adam, who started the run")
 
 
 def test_the_token_is_per_role_so_buttons_follow_a_role_change(
@@ -208,12 +289,14 @@ def test_an_unchanged_poll_reads_a_few_rows_however_large_the_run(
     with _statements(database) as unchanged:
         assert poller.poll() is None
     assert len(unchanged) < len(full)
-    # The reader and the repository (3), the counters (1) and, as jobs are queued, the queue
-    # blockers (5): a fixed number of statements, none of which loads the run's steps,
-    # attempts or edges.
-    assert len(unchanged) <= 10, unchanged
+    # The session and its user, the repository and the reader's membership, the counters (with
+    # the requester's rights) and, as jobs are queued, the providers the blockers are computed
+    # from: four statements however large the run, none of which loads its steps, attempts,
+    # edges or queued jobs, nor computes an explanation (SQLite's read session also says BEGIN).
+    queries = [text for text in unchanged if text != "BEGIN"]
+    assert len(queries) == 4, queries
     loads = [text for text in unchanged if "revision" not in text or "jobs.revision," in text]
-    for table in ("attempt_steps", "job_dependencies", "attempts.job_id"):
+    for table in ("attempt_steps", "job_dependencies", "attempts.job_id", "runs_on"):
         assert not any(table in text for text in loads), table
     with database.session() as session:
         run = session.scalar(select(Run).where(Run.number == 1))

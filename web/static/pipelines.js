@@ -3,7 +3,9 @@
  * Without this script the page is a static snapshot that can be reloaded. With it, one
  * serialized poll every 2 s: GET .../updates (run, jobs, steps, queue blockers, which buttons
  * apply; sent with the last answer's ETag, so an unchanged run answers 304 without a body and
- * running durations count on here, from the server's clock) and, for the selected job, GET .../attempts/<id>/logs?after=<cursor>, whose records go
+ * running durations count on here, from the server's clock; and with the last answer's base as
+ * `since`, so a changed run sends only the jobs that changed, or all of them with full: true
+ * when the server no longer knows that base) and, for the selected job, GET .../attempts/<id>/logs?after=<cursor>, whose records go
  * to the log viewer (logview/view.js). A log backlog (has_more) is drained at once; polling stops
  * when the run is terminal and the log stream complete. Errors back off (capped at 30 s), a
  * revoked access (401/403/404) stops polling, hidden tabs pause, leaving the page aborts the
@@ -43,9 +45,11 @@ import { createLogView } from "./logview/view.js";
     stopped: false,
     busy: false,
     etag: "",
+    base: "",  // the last answer's base: the next poll asks only for what changed since
+    deltas: 0,  // answers that carried only what changed (for tests and curious people)
     serverOffset: 0  // server clock minus this one, from the last answer's server_time
   };
-  var running = [];  // [element, started ms] of what runs now: its duration ticks here
+  var running = new Map();  // element -> started ms, for what runs now: its duration ticks here
 
   function label(value) {
     return String(value).replace(/_/g, " ");
@@ -99,19 +103,25 @@ import { createLogView } from "./logview/view.js";
     return hours + "h " + (minutes < 10 ? "0" : "") + minutes + "m";
   }
 
-  /* A running duration keeps counting between answers (an unchanged poll has no body). */
+  /* A running duration keeps counting between answers (an unchanged poll has no body, and a
+   * changed one leaves out the jobs that did not change). */
   function showDuration(element, text, started, completed) {
     setText(element, text);
-    if (element && started && !completed && parseTime(started) !== null) {
-      running.push([element, parseTime(started)]);
+    if (!element) {
+      return;
+    }
+    if (started && !completed && parseTime(started) !== null) {
+      running.set(element, parseTime(started));
+    } else {
+      running.delete(element);
     }
   }
 
   function tickDurations() {
     var now = Date.now() + poll.serverOffset;
-    for (var i = 0; i < running.length; i++) {
-      setText(running[i][0], formatDuration(now - running[i][1]));
-    }
+    running.forEach(function (started, element) {
+      setText(element, formatDuration(now - started));
+    });
   }
 
   function applyUpdates(data) {
@@ -122,7 +132,10 @@ import { createLogView } from "./logview/view.js";
     if (serverNow !== null) {
       poll.serverOffset = serverNow - Date.now();
     }
-    running = [];
+    poll.base = data.base || "";
+    if (data.full === false) {
+      poll.deltas += 1;  // the jobs left out are shown as they are
+    }
     var run = data.run;
     setBadge(document.getElementById("run-status"), run.status, true);
     setText(document.getElementById("run-started"), run.started_at || "not yet");
@@ -268,7 +281,8 @@ import { createLogView } from "./logview/view.js";
     }
     poll.busy = true;
     var needUpdates = !poll.runTerminal;
-    var step = needUpdates ? getJSON(updatesUrl, poll.etag).then(applyUpdates) : Promise.resolve();
+    var url = poll.base ? updatesUrl + "?since=" + encodeURIComponent(poll.base) : updatesUrl;
+    var step = needUpdates ? getJSON(url, poll.etag).then(applyUpdates) : Promise.resolve();
     step.then(function () {
       if (poll.logComplete || !poll.logsUrl) {
         return false;

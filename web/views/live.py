@@ -1,9 +1,12 @@
 """Browser polling endpoints of a run page (session cookie, repository read access).
 
-``GET .../pipelines/<number>/updates``: the run, its jobs, their latest attempts and steps, and
-why queued jobs wait, with an ``ETag`` (:mod:`forge_ci.runs.changes`): a poll sending it back in
-``If-None-Match`` gets ``304 Not Modified`` and no body while nothing shown changed, for the
-cost of a few small queries instead of loading the whole run.
+``GET .../pipelines/<number>/updates[?since=<base>]``: the run, its jobs, their latest attempts
+and steps, and why queued jobs wait, with an ``ETag`` (:mod:`forge_ci.runs.changes`): a poll
+sending it back in ``If-None-Match`` gets ``304 Not Modified`` and no body while nothing shown
+changed, for the cost of a few small queries instead of loading the whole run. A changed answer
+names its ``base``; a poll sending that back as ``since`` gets only the jobs whose shown content
+differs from that answer's (``"full": false``; :mod:`web.deltas`), or the whole run
+(``"full": true``) when the server no longer knows that base.
 ``GET .../pipelines/<number>/attempts/<attempt>/logs?after=<cursor>``: one page of at most 100
 log records after a cursor (:func:`forge_ci.coordinator.logs.read_log_page`).
 ``.../log.txt`` is the whole log as plain text, for people without JavaScript and for tools.
@@ -21,7 +24,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from forge_ci.authz import Role
-from forge_ci.coordinator.blockers import queue_blockers_of
+from forge_ci.coordinator.blockers import ProviderState, provider_states, queue_blockers_of
 from forge_ci.coordinator.logs import find_attempt_in, read_log_page, read_log_page_in
 from forge_ci.errors import InvalidInput
 from forge_ci.models import utcnow
@@ -92,24 +95,39 @@ def _job(job: JobDetail, note: str) -> dict[str, Any]:
 def updates(owner: str, name: str, number: int) -> Response:
     access = request_repository(owner, name)
     counters = run_counters(db(), access, number)
-    blockers = queue_blockers_of(db(), access, counters, counters.id) if counters.has_queued else {}
-    # The answer depends on the run's rows, the queue blockers and whether the reader may use
-    # the run's buttons; a poll that finds none of them changed gets 304 without a body.
+    now = utcnow()
+    providers: tuple[ProviderState, ...] = ()
+    queue: tuple[object, ...] = ()
+    if counters.has_queued:
+        providers = provider_states(db(), access, now)
+        queue = (access.repository.owner_id, *counters.requester, *providers)
+    # The answer depends on the run's rows, on what the queue blockers are computed from (the
+    # requester's rights and the providers) and on whether the reader may use the run's
+    # buttons; a poll that finds none of them changed gets 304 without a body.
     token = change_token(
         counters.values,
         access.role >= Role.ADMIN,
-        *(f"{job_id}:{blocker.code}:{blocker.message}" for job_id, blocker in blockers.items()),
+        *queue,
     )
     if request.if_none_match.contains(token):
         db().rollback()
         unchanged = Response(status=304)
         unchanged.set_etag(token)
         return _no_store(unchanged)
+    blockers = (
+        queue_blockers_of(db(), access, counters, counters.id, providers, now)
+        if counters.has_queued
+        else {}
+    )
     details = run_details_in(db(), access, number)
     waiting = waiting_for(details)
     run = details.run
     db().rollback()
+    jobs = [_job(job, job_note(job, blockers.get(job.id), waiting)) for job in details.jobs]
+    delta = state().bases.changed_jobs(counters.id, jobs, _since(request.args.get("since")))
     body = {
+        "full": delta.full,
+        "base": delta.base,
         "run": {
             "number": str(run.number),
             "state": run.state,
@@ -122,13 +140,25 @@ def updates(owner: str, name: str, number: int) -> Response:
             "completed_at": timestamp(run.completed_at),
             "duration": duration(run.started_at, run.completed_at),
         },
-        "jobs": [_job(job, job_note(job, blockers.get(job.id), waiting)) for job in details.jobs],
+        "jobs": delta.jobs,
         "controls": controls(access.role >= Role.ADMIN, details),
         "server_time": timestamp(utcnow()),
     }
     response = jsonify(body)
     response.set_etag(token)
     return _no_store(response)
+
+
+def _since(value: str | None) -> str:
+    """The base of an earlier answer (:mod:`web.deltas`), or empty for the whole run."""
+    if not value:
+        return ""
+    if len(value) != 16 or value.strip("0123456789abcdef"):
+        raise InvalidInput(
+            f"since must be the base of an earlier answer (16 hexadecimal digits), "
+            f"not {value[:40]!r}"
+        )
+    return value
 
 
 def _cursor(value: str | None) -> int:
