@@ -74,6 +74,8 @@ class Settings:
     ssh_command_timeout: float
     #: SSH-side commands one user may have running at once (follows included).
     ssh_commands_per_user: int
+    #: Seconds a push waits for the worker to say which runs it started (0: it does not wait).
+    push_report_wait: float
     runner_image: str
     log_cap_bytes: int
     claim_wait_seconds: float
@@ -163,6 +165,7 @@ _ENV = {
     "ssh_auth_timeout": "FORGE_CI_SSH_AUTH_TIMEOUT",
     "ssh_command_timeout": "FORGE_CI_SSH_COMMAND_TIMEOUT",
     "ssh_commands_per_user": "FORGE_CI_SSH_COMMANDS_PER_USER",
+    "push_report_wait": "FORGE_CI_PUSH_REPORT_WAIT",
     "runner_image": "FORGE_CI_RUNNER_IMAGE",
     "log_cap_bytes": "FORGE_CI_LOG_CAP_BYTES",
     "claim_wait_seconds": "FORGE_CI_CLAIM_WAIT_SECONDS",
@@ -219,6 +222,16 @@ def _positive_float(value: Any, name: str) -> float:
         raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
     if number <= 0:
         raise ConfigurationError(f"{name} must be greater than 0, got {value!r}")
+    return number
+
+
+def _seconds_at_most(value: Any, name: str, most: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not 0 <= number <= most:
+        raise ConfigurationError(f"{name} must be from 0 through {most:g} seconds, got {value!r}")
     return number
 
 
@@ -331,6 +344,9 @@ def load_settings(
         ),
         ssh_commands_per_user=_positive_int(
             raw.get("ssh_commands_per_user", 4), "FORGE_CI_SSH_COMMANDS_PER_USER"
+        ),
+        push_report_wait=_seconds_at_most(
+            raw.get("push_report_wait", 1.5), "FORGE_CI_PUSH_REPORT_WAIT", 60
         ),
         runner_image=str(raw.get("runner_image") or "forge-ci-runner:latest"),
         log_cap_bytes=_positive_int(

@@ -176,13 +176,16 @@ def _announce(
 ) -> None:
     """Tell the pusher which runs this push started (forge_ci.runs.announcements).
 
-    Waits (reading only, at most WAIT_SECONDS) only when the events reached the queue: without
-    Redis the worker finds them at its next scan, so waiting could only make the push slower.
+    Waits (reading only, at most the ``push_report_wait`` setting's seconds) only when the events
+    reached the queue: without Redis the worker finds them at its next scan, so waiting could
+    only make the push slower.
     Nothing here may fail the push: its refs and events are already committed.
     """
     actor = Actor(user_id=pusher.user_id, name=pusher.name)
     try:
-        decided = await_decisions(ctx.database.session, event_ids) if wait else set()
+        timeout = ctx.settings.push_report_wait
+        waits = wait and timeout > 0
+        decided = await_decisions(ctx.database.session, event_ids, timeout) if waits else set()
         lines = announcement_lines(
             ctx.database.session, actor, full_name, ctx.settings.public_url, event_ids, decided
         )

@@ -10,8 +10,8 @@ events, then prints one line per run created, or why none was::
     remote: forge-ci: the push to main is being processed; its runs will appear at http://...
 
 The worker usually decides within tens of milliseconds; when it is slow or not running, the
-push ends after :data:`WAIT_SECONDS` anyway, saying where to look. Waiting only reads (read-only
-sessions, no lock), so it delays no other push and no run creation.
+push ends after the ``push_report_wait`` setting's seconds anyway, saying where to look. Waiting
+only reads (read-only sessions, no lock), so it delays no other push and no run creation.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from forge_ci.models import PushEventResult
 from forge_ci.models.push_runs import DISABLED, FAILED, INVALID, PROCESSED, RUN_CREATED
 from forge_ci.runs.queries import PushEventView, show_push_event
 
-#: The longest a push waits for the worker's decisions (the push itself is already done).
-WAIT_SECONDS = 1.5
 #: Polls start fast (the worker usually answers within tens of ms) and slow down to this.
 _FIRST_POLL = 0.01
 _MAX_POLL = 0.1
@@ -37,7 +35,7 @@ _MAX_POLL = 0.1
 def await_decisions(
     session_scope: SessionScope,
     event_ids: Sequence[int],
-    timeout: float = WAIT_SECONDS,
+    timeout: float,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> set[int]:

@@ -18,6 +18,11 @@ def test_defaults_derive_from_the_data_directory(tmp_path: Path) -> None:
     assert settings.repositories_dir == tmp_path / "repositories"
     assert settings.hooks_dir == tmp_path / "hooks"
     assert settings.public_url == "http://127.0.0.1:8080"
+    assert settings.push_report_wait == 1.5
+    waits_not = load_settings(
+        env={"FORGE_CI_DATA_DIR": str(tmp_path), "FORGE_CI_PUSH_REPORT_WAIT": "0"}
+    )
+    assert waits_not.push_report_wait == 0
 
 
 def test_environment_overrides_the_file_which_overrides_defaults(tmp_path: Path) -> None:
@@ -69,6 +74,10 @@ def test_invalid_toml_and_missing_file_are_named(tmp_path: Path) -> None:
         ("FORGE_CI_REPO_LOCK_TIMEOUT", "-1", "greater than 0"),
         ("FORGE_CI_REPO_LOCK_TIMEOUT", "soon", "must be a number"),
         ("FORGE_CI_SSH_MAX_CONNECTIONS", "1.5", "positive whole number"),
+        ("FORGE_CI_PUSH_REPORT_WAIT", "-0.5", "from 0 through 60 seconds"),
+        ("FORGE_CI_PUSH_REPORT_WAIT", "61", "from 0 through 60 seconds"),
+        ("FORGE_CI_PUSH_REPORT_WAIT", "nan", "from 0 through 60 seconds"),
+        ("FORGE_CI_PUSH_REPORT_WAIT", "a while", "must be a number of seconds"),
         ("FORGE_CI_DATABASE_URL", "mysql://x", "sqlite:/// or postgresql"),
         ("FORGE_CI_PUBLIC_SSH_URL", "git@forge.example.com", "ssh://USER@HOST"),
         ("FORGE_CI_PUBLIC_SSH_URL", "ssh://git@forge.example.com:22/x", "ssh://USER@HOST"),
