@@ -5,7 +5,8 @@ Three workflows, each pushed ``-n`` times: ``plain`` (one ``run`` step), ``check
 ``git describe``) and ``checkout + setup-python`` (the same plus the real
 ``actions/setup-python@v5`` with the image's Python, mirrored into the forge from
 ../shared/actions), and that last one again with the job's node compile cache switched off
-(an empty ``NODE_COMPILE_CACHE`` on the step), its peer in the same run. Their push -> success
+(an empty ``NODE_COMPILE_CACHE`` on the step), its peer in the same run, pushed in turns with
+it so that both see the same load. Their push -> success
 medians are printed side by side with what the actions add over the plain job (goal: the two
 actions add < 1 s). When this forge-ci cannot
 mirror or run actions yet, the last workflow is left out and the bench says so.
@@ -196,14 +197,26 @@ def mirror_setup_python(forge: Forge, root: Path) -> str:
     return ""
 
 
-def measure(forge: Forge, name: str, text: str, count: int) -> list[dict[str, float]] | str:
-    """``count`` rounds (after one warm-up) of ``text`` in repository ``name``, or why not."""
-    full_name = forge.repository(name)
-    try:
-        one_push(forge, full_name, 0, text)  # warm-up: first imports, image layers in cache
-    except AssertionError as exc:
-        return str(exc)[:300]
-    return [one_push(forge, full_name, n, text) for n in range(1, count + 1)]
+def measure(
+    forge: Forge, workflows: dict[str, tuple[str, str]], count: int
+) -> dict[str, list[dict[str, float]] | str]:
+    """``count`` rounds (after one warm-up each) of each of ``workflows`` (label -> (repository
+    name, text)), interleaved round by round so that peers see the same load; or why not."""
+    results: dict[str, list[dict[str, float]] | str] = {}
+    names: dict[str, str] = {}
+    for label, (name, text) in workflows.items():
+        names[label] = forge.repository(name)
+        try:
+            one_push(forge, names[label], 0, text)  # warm-up: imports, image layers in cache
+            results[label] = []
+        except AssertionError as exc:
+            results[label] = str(exc)[:300]
+    for number in range(1, count + 1):
+        for label, (_, text) in workflows.items():
+            rounds = results[label]
+            if not isinstance(rounds, str):
+                rounds.append(one_push(forge, names[label], number, text))
+    return results
 
 
 def main() -> None:
@@ -235,19 +248,19 @@ def main() -> None:
         )
         try:
             forge.start()
-            measured = measure(forge, "latency", WORKFLOW, args.n)
+            measured = measure(forge, {"plain": ("latency", WORKFLOW)}, args.n)["plain"]
             assert not isinstance(measured, str), measured
             rounds = measured
-            others: dict[str, list[dict[str, float]] | str] = {
-                "checkout": measure(forge, "latency-checkout", CHECKOUT_WORKFLOW, args.n)
-            }
+            others = measure(forge, {"checkout": ("latency-checkout", CHECKOUT_WORKFLOW)}, args.n)
             missing = mirror_setup_python(forge, root)
-            others["checkout + setup-python"] = missing or measure(
-                forge, "latency-setup-python", SETUP_PYTHON_WORKFLOW, args.n
-            )
-            others["the same, no compile cache"] = missing or measure(
-                forge, "latency-uncached", UNCACHED_WORKFLOW, args.n
-            )
+            peers = {
+                "checkout + setup-python": ("latency-setup-python", SETUP_PYTHON_WORKFLOW),
+                "the same, no compile cache": ("latency-uncached", UNCACHED_WORKFLOW),
+            }
+            if missing:
+                others.update({label: missing for label in peers})
+            else:
+                others.update(measure(forge, peers, args.n))
         finally:
             forge.stop()
             redis.stop()

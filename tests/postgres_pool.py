@@ -120,12 +120,18 @@ class PostgresDatabases:
             engine.dispose()
 
     def _terminate(self, name: str) -> None:
-        """End every other connection to ``name`` (a test's pools, processes it left behind)."""
+        """End every other connection to ``name`` (a test's pools, processes it left behind).
+
+        Only client connections: an autovacuum worker in the database belongs to the server
+        (terminating it needs a superuser, which the test role is not) and ends on its own within
+        moments, which the rename's retries wait for.
+        """
         with self.admin.connect() as conn:
             conn.execute(
                 text(
                     "select pg_terminate_backend(pid) from pg_stat_activity "
-                    "where datname = :name and pid <> pg_backend_pid()"
+                    "where datname = :name and pid <> pg_backend_pid() "
+                    "and backend_type = 'client backend'"
                 ),
                 {"name": name},
             )

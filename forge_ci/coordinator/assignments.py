@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from forge_ci.coordinator.contexts import github_context
+from forge_ci.coordinator.contexts import PlannedJob, SnapshotRun, github_context
 from forge_ci.coordinator.credentials import job_token
 from forge_ci.coordinator.leases import to_ms
 from forge_ci.models import Attempt, Job, Run
@@ -39,7 +39,7 @@ def action_archive_path(attempt_id: int, index: int) -> str:
     return f"{API_PREFIX}/attempts/{attempt_id}/actions/{index}.tar"
 
 
-def wire_actions(run: Run, attempt_id: int, keys: list[str]) -> dict[str, Action]:
+def wire_actions(run: SnapshotRun, attempt_id: int, keys: list[str]) -> dict[str, Action]:
     """The assignment's ``actions``: the snapshot's entries for ``keys``, with archive paths."""
     entries = (run.actions or {}).get("actions") or {}
     ordered = sorted(entries)
@@ -80,14 +80,16 @@ def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -
 def build_assignment(
     session: Session,
     attempt: Attempt,
-    job: Job,
-    run: Run,
+    job: PlannedJob,
+    run: SnapshotRun,
     now: datetime,
     attempt_token: str,
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
 
-    It names secrets but holds no value: the runner asks for a started step's values.
+    It names secrets but holds no value: the runner asks for a started step's values. ``job``
+    and ``run`` may be rows lighter than the models (the direct claim path reads only what it
+    needs); the ``needs`` context reads the run's jobs as models.
     """
     from forge_ci.runs.event_payload import run_inputs
 
@@ -97,8 +99,10 @@ def build_assignment(
     actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
     needs: dict[str, Any] = {}
     if job.needs:
-        graph = RunGraph(session, run)
-        needs = {name: entry.as_context() for name, entry in graph.needs_context(job).items()}
+        full_run, full_job = session.get(Run, run.id), session.get(Job, job.id)
+        assert full_run is not None and full_job is not None
+        graph = RunGraph(session, full_run)
+        needs = {name: entry.as_context() for name, entry in graph.needs_context(full_job).items()}
     return Assignment(
         attempt_id=attempt.id,
         attempt_number=attempt.number,

@@ -7,13 +7,56 @@ token, and this forge's web origin. The runner adds the rest (``worker/runner/co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from forge_ci.models import Attempt, Job, Run
+from forge_ci.models import Attempt
 from forge_ci.protocol import API_PREFIX, Assignment
 
 
-def github_context(run: Run, job: Job, attempt: Attempt, token: str = "") -> dict[str, Any]:
+class SnapshotRun(Protocol):
+    """What an assignment reads of a run (a :class:`forge_ci.models.Run`, or a lighter row)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def number(self) -> int: ...
+    @property
+    def repository_id(self) -> int: ...
+    @property
+    def ref(self) -> str: ...
+    @property
+    def sha(self) -> str: ...
+    @property
+    def workflow_path(self) -> str: ...
+    @property
+    def workflow_name(self) -> str | None: ...
+    @property
+    def requested_by_name(self) -> str: ...
+    @property
+    def context(self) -> dict[str, Any]: ...
+    @property
+    def actions(self) -> dict[str, Any] | None: ...
+
+
+class PlannedJob(Protocol):
+    """What an assignment reads of a job (a :class:`forge_ci.models.Job`, or a lighter row)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def needs(self) -> list[str]: ...
+    def definition(self) -> dict[str, Any]: ...
+
+
+def github_context(
+    run: SnapshotRun, job: PlannedJob, attempt: Attempt, token: str = ""
+) -> dict[str, Any]:
     """The run's captured context plus the facts of this job and attempt.
 
     Runs created before the full context was captured lack some queue-time fields; they get

@@ -25,12 +25,26 @@ from __future__ import annotations
 
 import enum
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    JSON,
+    String,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    literal_column,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from forge_ci import states
@@ -115,16 +129,22 @@ def _look_statement() -> Any:
     a = table_of(Attempt)
     counts = table_of(QueueCount)
     entries = table_of(QueuedJob)
+    # The provider's own flags do not depend on the candidate row: uncorrelated subqueries (on
+    # the provider found by its credential), so the database computes each once, by index.
+    me = select(other.c.id).where(other.c.token_hash == bindparam("provider_hash"))
     replay = (
         select(a.c.id)
-        .where(a.c.provider_id == p.c.id, a.c.request_id == bindparam("request_id"))
+        .where(a.c.provider_id == me.scalar_subquery(), a.c.request_id == bindparam("request_id"))
         .scalar_subquery()
     )
+    # Unended attempts by the state index: how many there are is bounded by capacity, while
+    # the provider's attempts grow with its history (``+ 0`` keeps the planners off the
+    # provider's index).
     waiting = (
         select(a.c.id)
         .where(
-            a.c.provider_id == p.c.id,
-            a.c.state != states.COMPLETED,
+            a.c.state.in_([literal(states.LEASED), literal(states.RUNNING)]),
+            a.c.provider_id + 0 == me.scalar_subquery(),
             a.c.cancelled_by_provider_change.is_(True),
         )
         .exists()
@@ -195,40 +215,96 @@ def _lock_statements() -> tuple[Any, Any]:
     return query.with_for_update(skip_locked=True), query.with_for_update()
 
 
+@dataclass(frozen=True)
+class TakenRun:
+    """What the direct path reads of the taken job's run (see ``contexts.SnapshotRun``)."""
+
+    id: int
+    number: int
+    repository_id: int
+    ref: str
+    sha: str
+    workflow_path: str
+    workflow_name: str | None
+    requested_by_id: int | None
+    requested_by_name: str
+    context: dict[str, Any]
+    actions: dict[str, Any] | None
+    state: str
+
+
+@dataclass(frozen=True)
+class TakenJob:
+    """What the direct path reads of the taken job: its own entry of the plan, not the plan."""
+
+    id: int
+    key: str
+    job_id: str
+    name: str
+    needs: list[str]
+    state: str
+    plan_job: dict[str, Any]
+
+    def definition(self) -> dict[str, Any]:
+        return self.plan_job
+
+
+_RUN_COLUMNS = tuple(f.name for f in fields(TakenRun))
+_JOB_COLUMNS = ("id", "key", "job_id", "name", "needs", "state")
+
+
+def _plan_entry(dialect: str) -> Any:
+    """The job's own entry of its run's plan, extracted by the database (a run's plan holds
+    every job; decoding all of it for one claim cost more than the rest of the read)."""
+    jobs, runs = table_of(Job), table_of(Run)
+    entry: Any
+    if dialect == "postgresql":
+        entry = runs.c.plan.op("->")(literal_column("'jobs'")).op("->")(jobs.c.position)
+    else:
+        path = literal("$.jobs[", String) + cast(jobs.c.position, String) + literal("]", String)
+        entry = func.json_extract(runs.c.plan, path)
+    return type_coerce(entry, JSON).label("plan_job")
+
+
 @cache
-def _take_statement() -> Any:
+def _take_statement(dialect: str) -> Any:
+    jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
+    users, memberships, attempts = table_of(User), table_of(Membership), table_of(Attempt)
     last_number = (
-        select(func.max(Attempt.number)).where(Attempt.job_id == QueuedJob.job_id).scalar_subquery()
+        select(func.max(attempts.c.number))
+        .where(attempts.c.job_id == entries.c.job_id)
+        .scalar_subquery()
     )
     return (
         select(
-            Job,
-            Run,
-            Repository.owner_id,
-            User.id.label("user_id"),
-            User.name.label("user_name"),
-            User.is_admin,
-            User.is_active,
-            Membership.role,
+            *(jobs.c[name].label(f"job_{name}") for name in _JOB_COLUMNS),
+            *(runs.c[name].label(f"run_{name}") for name in _RUN_COLUMNS),
+            _plan_entry(dialect),
+            table_of(Repository).c.owner_id,
+            users.c.id.label("user_id"),
+            users.c.name.label("user_name"),
+            users.c.is_admin,
+            users.c.is_active,
+            memberships.c.role,
             last_number.label("last_number"),
         )
-        .select_from(QueuedJob)
-        .join(Job, Job.id == QueuedJob.job_id)
-        .join(Run, Run.id == Job.run_id)
-        .join(Repository, Repository.id == Run.repository_id)
-        .outerjoin(User, User.id == Run.requested_by_id)
+        .select_from(entries)
+        .join(jobs, jobs.c.id == entries.c.job_id)
+        .join(runs, runs.c.id == jobs.c.run_id)
+        .join(table_of(Repository), table_of(Repository).c.id == runs.c.repository_id)
+        .outerjoin(users, users.c.id == runs.c.requested_by_id)
         .outerjoin(
-            Membership,
+            memberships,
             and_(
-                Membership.repository_id == Run.repository_id,
-                Membership.user_id == Run.requested_by_id,
+                memberships.c.repository_id == runs.c.repository_id,
+                memberships.c.user_id == runs.c.requested_by_id,
             ),
         )
         .where(
-            QueuedJob.repository_id == bindparam("repository_id"),
-            QueuedJob.labels == bindparam("labels"),
+            entries.c.repository_id == bindparam("repository_id"),
+            entries.c.labels == bindparam("labels"),
         )
-        .order_by(QueuedJob.queued_at, QueuedJob.job_id)
+        .order_by(entries.c.queued_at, entries.c.job_id)
         .limit(1)
     )
 
@@ -402,10 +478,13 @@ def _take_from(
     lease: timedelta,
 ) -> Assignment | _Unhandled | None:
     """The oldest queued job of the candidate leased, UNHANDLED, or None (its queue is empty)."""
+    statement = _take_statement(session.connection().dialect.name)
     for labels in candidate.label_keys:
-        row = session.execute(
-            _take_statement(), {"repository_id": candidate.repository_id, "labels": labels}
-        ).first()
+        row = (
+            session.connection()
+            .execute(statement, {"repository_id": candidate.repository_id, "labels": labels})
+            .first()
+        )
         if row is not None:
             return _lease(session, seen, row, labels, request, now, source, lease)
     return None
@@ -421,16 +500,18 @@ def _lease(
     source: secrets.SecretSource,
     lease: timedelta,
 ) -> Assignment | _Unhandled:
-    job: Job = row.Job
-    run: Run = row.Run
+    run = TakenRun(**{name: getattr(row, f"run_{name}") for name in _RUN_COLUMNS})
+    job = TakenJob(
+        **{name: getattr(row, f"job_{name}") for name in _JOB_COLUMNS}, plan_job=row.plan_job
+    )
     if run.requested_by_id is not None:
         requester = None
         if row.user_id is not None:
             requester = _Requester(row.user_id, row.user_name, row.is_admin, row.is_active)
         if not may_run_code(effective_role(actor_as_now(requester), row, row.role)):
             return UNHANDLED  # the ORM path cancels the job and says why
-    plan_job = job.definition()
-    if secrets.references(plan_job) and secrets.claim_refusal(session, source, run, job):
+    plan_job = job.plan_job
+    if secrets.references(plan_job) and _secret_refusal(session, source, run, job):
         return UNHANDLED  # the ORM path fails the job and says why
     connection = session.connection()
     move_job, move_run = _move_statements()
@@ -458,3 +539,13 @@ def _lease(
     assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
     insert_steps(connection, attempt.id, plan_job, assignment)
     return assignment
+
+
+def _secret_refusal(
+    session: Session, source: secrets.SecretSource, run: TakenRun, job: TakenJob
+) -> str | None:
+    """The secret check of :func:`secrets.claim_refusal`, on the models (jobs that reference
+    secrets only; the source's policy reads the run)."""
+    full_run, full_job = session.get(Run, run.id), session.get(Job, job.id)
+    assert full_run is not None and full_job is not None
+    return secrets.claim_refusal(session, source, full_run, full_job)

@@ -14,9 +14,10 @@ branch and workflow.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -110,25 +111,34 @@ def open_secret(session: Session, keyring: Keyring, repository_id: int, name: st
     return keyring.open(secret_context(repository_id, name), sealed)
 
 
+@cache
+def _variables_statement(on_branch: bool) -> Any:
+    """Built once per process (a claim reads the variables for every assignment)."""
+    scoped: ColumnElement[bool] = RepositoryVariable.branch.is_(None)
+    if on_branch:
+        scoped = or_(
+            scoped,
+            (RepositoryVariable.branch == bindparam("branch"))
+            & (RepositoryVariable.workflow_path == bindparam("workflow_path")),
+        )
+    return (
+        select(RepositoryVariable.name, RepositoryVariable.value)
+        .where(
+            RepositoryVariable.repository_id == bindparam("repository_id"),
+            RepositoryVariable.deleted_at.is_(None),
+            scoped,
+        )
+        .order_by(RepositoryVariable.name)
+    )
+
+
 def variables_for(
     session: Session, repository_id: int, ref: str, workflow_path: str
 ) -> dict[str, str]:
     """The ``vars`` context of a run: repository-wide variables and those scoped to it."""
     branch = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
-    scoped: ColumnElement[bool] = RepositoryVariable.branch.is_(None)
-    if branch is not None:
-        scoped = or_(
-            scoped,
-            (RepositoryVariable.branch == branch)
-            & (RepositoryVariable.workflow_path == workflow_path),
-        )
-    rows = session.execute(
-        select(RepositoryVariable.name, RepositoryVariable.value)
-        .where(
-            RepositoryVariable.repository_id == repository_id,
-            RepositoryVariable.deleted_at.is_(None),
-            scoped,
-        )
-        .order_by(RepositoryVariable.name)
+    rows = session.connection().execute(
+        _variables_statement(branch is not None),
+        {"repository_id": repository_id, "branch": branch, "workflow_path": workflow_path},
     )
     return {name: value for name, value in rows if value is not None}

@@ -74,10 +74,6 @@ def supported_list() -> str:
 REF_CONTEXTS = frozenset({"github", "inputs", "vars", "matrix", "strategy"})
 
 
-#: What ``with.path`` may read: the step contexts but ``env`` (see parse_checkout_with).
-PATH_CONTEXTS = STEP_CONTEXTS - {"env"}
-
-
 def parse_checkout_with(
     uses: str,
     node: Node | None,
@@ -90,7 +86,7 @@ def parse_checkout_with(
     ``with.ref`` may hold expressions over :data:`REF_CONTEXTS` (``scope`` gives the job's
     matrix keys); it is kept as written and evaluated at run creation
     (forge_ci.runs.checkouts), where the ref it names is pinned. ``with.path`` may use
-    :data:`PATH_CONTEXTS` (``${{ matrix.repo }}``, ``${{ steps.paths.outputs.dir }}``): it stays a
+    the step contexts (``${{ env.SRC }}``, ``${{ steps.paths.outputs.dir }}``): it stays a
     :class:`Template` for the plan, which fills in the matrix; the runner evaluates the rest and
     refuses a result outside the workspace, as it refuses a literal one."""
     inputs: dict[str, str | Template] = dict(DEFAULTS)
@@ -118,12 +114,11 @@ def parse_checkout_with(
             problems.notice(value, TOKEN_NOTICE)
             continue
         if name == "path" and isinstance(value, Scalar) and "${{" in value.value:
-            # The step contexts but env (a checkout step's env context would hold only what
-            # earlier steps wrote to GITHUB_ENV, not the workflow's env: refused, not wrong).
-            # The plan fills in the matrix, the runner the rest, and the runner checks the
-            # result as it checks a literal path (worker/runner/gitcheckout.py).
-            path_scope = (scope or Scope("with.path", PATH_CONTEXTS)).narrowed(
-                "with.path", PATH_CONTEXTS
+            # The step contexts, as on GitHub: the plan fills in the matrix (and gives the step
+            # the job's env when the path reads it), the runner the rest, and the runner checks
+            # the result as it checks a literal path (worker/runner/gitcheckout.py).
+            path_scope = (scope or Scope("with.path", STEP_CONTEXTS)).narrowed(
+                "with.path", STEP_CONTEXTS
             )
             template = checker.template(value, path_scope)
             if template is not None:

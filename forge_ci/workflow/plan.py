@@ -50,11 +50,11 @@ from forge_ci.workflow.defaults import (
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue
 from forge_ci.workflow.expressions import ExpressionError
-from forge_ci.workflow.injection import protect_script, secret_holders
+from forge_ci.workflow.injection import protect_script, secret_holders, template_secrets
 from forge_ci.workflow.jobs import DEFAULT_TIMEOUT_MINUTES, Instance, Job
 from forge_ci.workflow.render import PlanValue, render, render_env, static_value
 from forge_ci.workflow.steps import CHECKOUT, Step
-from forge_ci.workflow.templates import Template
+from forge_ci.workflow.templates import Expr, Template
 from forge_ci.workflow.values import MAX_TIMEOUT_MINUTES
 
 PLAN_VERSION = 1
@@ -166,6 +166,10 @@ class PlanBuilder:
     ) -> dict[str, Any]:
         name = render(step.name, contexts, self._report) if step.name is not None else None
         if step.uses is not None:
+            path = step.checkout_inputs.get("path")
+            reads_env = isinstance(path, Template) and any(
+                isinstance(part, Expr) and "env" in part.contexts for part in path.parts
+            )
             return {
                 "id": step.id,
                 "generated_id": step.generated_id,
@@ -178,7 +182,8 @@ class PlanBuilder:
                 "run": None,
                 "shell": None,
                 "working_directory": None,
-                "env": {},
+                # The env context of a with.path that reads it: the job's env, without secrets.
+                "env": _without_secrets(base_env) if reads_env else {},
                 "if": step.condition,
                 "continue_on_error": False,
                 "timeout_minutes": step.timeout_minutes,
@@ -320,3 +325,16 @@ def _default_name(run: Template) -> str:
     first = next((line.strip() for line in lines if line.strip()), "")
     name = f"Run {first}"
     return name if len(name) <= MAX_DEFAULT_NAME else name[: MAX_DEFAULT_NAME - 3] + "..."
+
+
+def _without_secrets(env: dict[str, PlanValue]) -> dict[str, PlanValue]:
+    """``env`` without the entries that are, or read, secrets."""
+    kept: dict[str, PlanValue] = {}
+    for name, value in env.items():
+        if isinstance(value, dict) and "secret" in value:
+            continue
+        parts = value.get("template", []) if isinstance(value, dict) else []
+        if any(isinstance(p, dict) and template_secrets(str(p.get("expr"))) for p in parts):
+            continue
+        kept[name] = value
+    return kept

@@ -94,7 +94,6 @@ def test_submodules_are_accepted_with_a_notice_and_refs_keep_their_expressions(
         ("  path: a/.git", "must not name a .git directory"),
         ("  ref: ${{ steps.x.outputs.ref }}", "the steps context is not available in with.ref"),
         ("  ref: ${{ env.REF }}", "the env context is not available in with.ref"),
-        ("  path: ${{ env.SRC }}", "the env context is not available in with.path"),
         ("  path: ${{ secrets.DIR }}", "(not in with.path)"),
         ("  path: ${{ hashFiles('x') }}", "only step keys can use it (not with.path)"),
         ("  ref: 'a b'", "is not a valid branch, tag or commit name"),

@@ -238,6 +238,16 @@ def test_a_checkout_path_may_use_step_contexts(accept: Accept, refuse: Refuse) -
     assert runtime["jobs"][0]["steps"][1]["with"]["path"] == {
         "template": [{"expr": "steps.where.outputs.dir"}]
     }
+    # A path that reads env gets the job's env (its secrets left out) as its env context.
+    env = (
+        job
+        + "    env:\n      SRC: src\n      KEY: ${{ secrets.KEY }}\n      K2: a${{ secrets.K }}\n"
+    )
+    with_env = build_plan(accept(job_file(checkout.format("${{ env.SRC }}"), env)))
+    assert with_env["jobs"][0]["steps"][1]["env"] == {"SRC": "src"}
+    assert (
+        build_plan(accept(job_file(checkout.format("x"), env)))["jobs"][0]["steps"][1]["env"] == {}
+    )
     # A path the matrix makes is checked once the plan is built, like a literal one.
     escaping = job.replace("[tools]", "['../out']")
     found = messages(refuse(job_file(checkout.format("${{ matrix.repo }}"), escaping)))

@@ -468,8 +468,11 @@ class JobRunner:
 
     def _checkout_step(self, step: AssignmentStep, contexts: dict[str, Any]) -> None:
         try:
+            if step.env:  # with.path reads env: the job's env (the plan left secrets out)
+                env, _ = render_env(step, contexts, {}, lambda e: self._contexts(step.id, e))
+                contexts = self._contexts(step.id, env)
             self._check_out(step.id, rendered_inputs(step.id, step.inputs, contexts))
-        except (CheckoutError, EvaluationError) as exc:
+        except (CheckoutError, EvaluationError, StepSetupError) as exc:
             raise StepFailed(str(exc)) from None
 
     def directory(self, relative: str) -> str:

@@ -13,17 +13,17 @@ from worker.runner.gitcheckout import target_directory
 
 
 def test_clean_false_keeps_untracked_files_of_an_earlier_repository(forge: Forge) -> None:
-    # with.path evaluated by the runner: a step output, under an absolute workspace path.
+    # with.path evaluated by the runner: the job's env, under an absolute workspace path.
     steps = """\
-      - id: where
-        run: git init -q src && echo mine > src/untracked.txt && echo dir=src >> $GITHUB_OUTPUT
+      - run: git init -q src && echo mine > src/untracked.txt
       - uses: actions/checkout@v4
         with:
-          path: ${{ github.workspace }}/${{ steps.where.outputs.dir }}
+          path: ${{ github.workspace }}/${{ env.SRC }}
           clean: false
       - run: cat src/untracked.txt src/README.md && git -C src status --porcelain
 """
-    claimed, finished = forge.run_job(workflow(steps), {"README.md": "read me\n"})
+    job_env = "    env:\n      SRC: s${{ github.run_attempt == '1' && 'rc' || 'x' }}\n"
+    claimed, finished = forge.run_job(workflow(steps, extra=job_env), {"README.md": "read me\n"})
     assert finished.report["result"] == "success", forge.log(claimed.attempt_id)
     assert forge.log(claimed.attempt_id, "step_3", "stdout") == "mine\nread me\n?? untracked.txt\n"
 
