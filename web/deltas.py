@@ -13,7 +13,6 @@ what the reader already shows, whichever process or request produced it.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -32,21 +31,23 @@ class Delta:
     base: str
 
 
-def _digest(value: object) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def _settled(part: dict[str, Any]) -> dict[str, Any]:
-    """``part`` (a job or a step) without what changes by itself while it runs: the duration
-    so far, which the page counts on from ``started_at`` and the server's clock."""
-    if part.get("completed_at"):
-        return part
-    return {key: value for key, value in part.items() if key != "duration"}
+def _settled(part: dict[str, Any]) -> str:
+    """``part`` (a job without its steps, or a step) as text, without what changes by itself
+    while it runs: the duration so far, which the page counts on from ``started_at`` and the
+    server's clock. (``repr``: the views build these dicts in one fixed key order, and it costs
+    half of ``json.dumps`` for a 256-job run.)"""
+    if part["completed_at"]:
+        return repr(part)
+    return repr([value for key, value in part.items() if key != "duration"])
 
 
 def _job_digest(job: dict[str, Any]) -> str:
-    return _digest({**_settled(job), "steps": [_settled(step) for step in job["steps"]]})
+    own = {key: value for key, value in job.items() if key != "steps"}
+    return _digest(_settled(own) + "".join(_settled(step) for step in job["steps"]))
 
 
 class Bases:
@@ -61,7 +62,7 @@ class Bases:
         """The presented ``jobs`` of run ``run_id`` that differ from base ``since`` (all of
         them when ``since`` is empty or unknown), and the base of the whole answer."""
         digests = {job["id"]: _job_digest(job) for job in jobs}
-        base = _digest(sorted(digests.items()))
+        base = _digest(repr(sorted(digests.items())))
         with self._lock:
             known = self._digests.get((run_id, since)) if since else None
             self._digests[(run_id, base)] = digests
