@@ -64,7 +64,8 @@ def test_no_cookie_is_set_or_varied_on_for_the_runner_api(
     people: People,
 ) -> None:
     register_runner_api(app, world.coordinator)
-    assert browser.login("rita").status_code == 302  # a browser with a permanent session
+    signed_in = browser.login("rita")  # a browser with a permanent session
+    assert signed_in.status_code == 302
     sent = json.dumps(claim_body()).encode()
     response = browser.client.post(
         PREFIX + "/claims",
@@ -79,6 +80,8 @@ def test_no_cookie_is_set_or_varied_on_for_the_runner_api(
     assert "Cookie" not in response.headers.get("Vary", "")
     refused = browser.client.get(PREFIX + "/claims")
     assert "Set-Cookie" not in refused.headers
-    # The refusal's other side: pages still refresh the browser's session cookie.
+    # The refusal's other side: signing in sets the browser's session cookie, and pages answer
+    # by it (they no longer re-send an unchanged cookie with every answer).
+    assert "Set-Cookie" in signed_in.headers
     page = browser.get("/")
-    assert page.status_code == 200 and "Set-Cookie" in page.headers
+    assert page.status_code == 200 and "Cookie" in page.headers.get("Vary", "")

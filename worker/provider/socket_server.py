@@ -8,6 +8,7 @@ the limit is told (``_busy``).
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -15,6 +16,25 @@ from pathlib import Path
 from typing import Self
 
 from worker.provider.socket_dirs import allow_job_connect
+
+#: The longest path ``bind()`` takes for a Unix socket (``sun_path`` is 108 bytes with its NUL).
+MAX_SOCKET_PATH = 107
+
+
+def bind_unix(listener: socket.socket, path: Path) -> None:
+    """Bind ``listener`` at ``path``, however long the path (a deep data directory).
+
+    A longer path than ``sun_path`` holds is bound through a short alias of its directory,
+    ``/proc/self/fd/N/NAME``: the socket file is created in the real directory all the same.
+    """
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        listener.bind(str(path))
+        return
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listener.bind(f"/proc/self/fd/{directory}/{path.name}")
+    finally:
+        os.close(directory)
 
 
 class AttemptSocketServer:
@@ -38,7 +58,7 @@ class AttemptSocketServer:
         """Bind the socket, let the job's user connect, and start accepting."""
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(str(self.socket_path))
+            bind_unix(listener, self.socket_path)
             allow_job_connect(self.socket_path)
             listener.listen(self.max_open)
         except BaseException:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ import pytest
 
 from worker.provider.relay import Relay
 from worker.provider.socket_dirs import api_socket_path, make_socket_dir
+from worker.provider.socket_server import MAX_SOCKET_PATH
 from worker.provider.upstream import Server
 
 ATTEMPT = 42
@@ -271,3 +274,36 @@ def test_a_closed_relay_accepts_nothing(relay: Relay) -> None:
     relay.close()
     with pytest.raises(OSError), socket.socket(socket.AF_UNIX) as sock:
         sock.connect(str(relay.socket_path))
+
+
+def test_a_socket_directory_deeper_than_a_unix_socket_path_still_serves(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    deep = tmp_path.joinpath(*["a-rather-long-data-directory"] * 4, "sockets")
+    socket_dir = make_socket_dir(deep, str(ATTEMPT))
+    path = api_socket_path(socket_dir)
+    assert len(os.fsencode(path)) > MAX_SOCKET_PATH
+    with pytest.raises(OSError, match="too long"), socket.socket(socket.AF_UNIX) as plain:
+        plain.bind(str(path))  # what the provider did: every job of a deep data dir failed
+    server = Server("http", "127.0.0.1", upstream.server_address[1])
+    with Relay(path, server, ATTEMPT):
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)  # the socket is where the job's mount is
+        directory = os.open(socket_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:  # a client with the same limit reaches it through the same kind of alias
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(10)
+                sock.connect(f"/proc/self/fd/{directory}/{path.name}")
+                body = b"{}"
+                sock.sendall(
+                    f"POST {PREFIX}/heartbeat HTTP/1.1\r\nHost: localhost\r\n"
+                    f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+        finally:
+            os.close(directory)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert upstream.received[-1]["path"] == f"{PREFIX}/heartbeat"
