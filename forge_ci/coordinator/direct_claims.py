@@ -311,27 +311,21 @@ def _take_statement(dialect: str) -> Any:
 
 @cache
 def _move_statements() -> tuple[Any, Any]:
-    jobs, runs = table_of(Job), table_of(Run)
-    # ``revision`` grows with the shown change, as the ORM's counter does (models/revisions.py).
-    job = (
-        update(jobs)
-        .where(jobs.c.id == bindparam("job_pk"), jobs.c.state == states.QUEUED)
+    return _to_running(table_of(Job), "job_pk"), _to_running(table_of(Run), "run_pk")
+
+
+def _to_running(table: Any, key: str) -> Any:
+    """queued -> running of the row ``key`` names, stamped ``moved_at``; ``revision`` grows with
+    the shown change, as the ORM's counter does (models/revisions.py)."""
+    return (
+        update(table)
+        .where(table.c.id == bindparam(key), table.c.state == states.QUEUED)
         .values(
             state=states.RUNNING,
-            started_at=bindparam("moved_at", type_=jobs.c.started_at.type),
-            revision=jobs.c.revision + 1,
+            started_at=bindparam("moved_at", type_=table.c.started_at.type),
+            revision=table.c.revision + 1,
         )
     )
-    run = (
-        update(runs)
-        .where(runs.c.id == bindparam("run_pk"), runs.c.state == states.QUEUED)
-        .values(
-            state=states.RUNNING,
-            started_at=bindparam("moved_at", type_=runs.c.started_at.type),
-            revision=runs.c.revision + 1,
-        )
-    )
-    return job, run
 
 
 @cache
