@@ -58,7 +58,7 @@ class Actor:
         return cls(user_id=None, name="anonymous")
 
     @classmethod
-    def for_user(cls, user: User) -> Actor:
+    def for_user(cls, user: UserFacts) -> Actor:
         return cls(user_id=user.id, name=user.name, is_admin=user.is_admin)
 
     @property

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from functools import cache
 
 from sqlalchemy import Select, and_, bindparam, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from forge_ci.accounts import get_user
 from forge_ci.authz import (
     Actor,
     Role,
     checked_role,
-    current_actor,
     effective_role,
     role_in,
 )
@@ -65,24 +64,34 @@ def repository_access(
         owner, name = split_full_name(full_name)
     except InvalidInput:
         raise NotFound(f"repository {full_name} not found") from None
-    # One statement for the repository and the actor's membership in it: every page view and
-    # every poll of a run page comes through here.
-    current = current_actor(session, actor)
+    # One statement for the repository, the actor's membership in it and the actor's user row
+    # as it is now (deactivated users have no rights, demoted administrators lose them, as
+    # :func:`forge_ci.authz.current_actor` says): every page view and every poll of a run page
+    # comes through here.
+    user_id = None if actor.is_operator else actor.user_id
     row = session.execute(
-        _access_statement(), {"owner": owner, "name": name, "user_id": current.user_id}
+        _access_statement(), {"owner": owner, "name": name, "user_id": user_id}
     ).first()
     if row is None:
         raise NotFound(f"repository {full_name} not found")
-    repo, membership = row
+    repo, membership, user_name, active, admin = row
+    current = actor
+    if user_id is not None:
+        current = (
+            Actor(user_id=user_id, name=user_name, is_admin=bool(admin))
+            if active
+            else Actor.anonymous()
+        )
     role = checked_role(effective_role(current, repo, membership), repo, needed)
     return RepositoryAccess(actor, repo, role)
 
 
 @cache
-def _access_statement() -> Select[Repository, str]:
+def _access_statement() -> Select[Repository, str, str, bool, bool]:
     """Built once: building it costs more than running it, and it runs on every request."""
+    _actor = aliased(User)  # the acting user, re-read with the repository (``User`` is the owner)
     return (
-        select(Repository, Membership.role)
+        select(Repository, Membership.role, _actor.name, _actor.is_active, _actor.is_admin)
         .join(Repository.owner)
         .outerjoin(
             Membership,
@@ -91,6 +100,7 @@ def _access_statement() -> Select[Repository, str]:
                 Membership.user_id == bindparam("user_id"),
             ),
         )
+        .outerjoin(_actor, _actor.id == bindparam("user_id"))
         .where(User.name == bindparam("owner"), Repository.name == bindparam("name"))
     )
 

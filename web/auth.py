@@ -37,6 +37,7 @@ from forge_ci.authz import Actor
 from forge_ci.errors import PermissionDenied
 from forge_ci.models import User
 from forge_ci.signins import (
+    SessionUser,
     blocked_for,
     open_session,
     record_failure,
@@ -60,21 +61,22 @@ def init_app(app: Flask) -> None:
     app.context_processor(lambda: {"current_user": current_user(), "actor": current_actor()})
 
 
-def _binding(user: User) -> str:
+def _binding(user: User | SessionUser) -> str:
     key = current_app.config["SECRET_KEY"]
     material = f"forge-ci-session:{user.id}:{user.password_hash or ''}".encode()
     return hmac.new(key, material, hashlib.sha256).hexdigest()
 
 
-def current_user() -> User | None:
-    """The signed-in, active user of this request, or None."""
+def current_user() -> User | SessionUser | None:
+    """The signed-in, active user of this request, or None (read as a plain row; the ORM
+    object only right after signing in)."""
     if "current_user" not in g:
         g.current_user = _load_user()
-    user: User | None = g.current_user
+    user: User | SessionUser | None = g.current_user
     return user
 
 
-def _load_user() -> User | None:
+def _load_user() -> SessionUser | None:
     user_id = session.get("uid")
     if not isinstance(user_id, int):
         return None

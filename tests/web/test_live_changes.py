@@ -28,6 +28,7 @@ from forge_ci.repos import grant, repository_access, revoke
 from forge_ci.runs.cancel import cancel_run
 from forge_ci.runs.changes import run_counters
 from forge_ci.runs.dispatch import dispatch_run
+from forge_ci.signins import revoke_user_sessions
 from tests.web.people import OPERATOR, REPO
 from tests.web.scenario import CI, Pipelines, StandardRun
 
@@ -301,3 +302,27 @@ def test_an_unchanged_poll_reads_a_few_rows_however_large_the_run(
     with database.session() as session:
         run = session.scalar(select(Run).where(Run.number == 1))
         assert run is not None and run.revision >= 1
+
+
+def test_a_poll_rechecks_the_reader_every_time_whatever_tag_it_sends(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    database: Database,
+    people: Any,
+) -> None:
+    """The session, the user and the membership are read on every poll (as plain rows): a
+    reader removed from the repository, or signed out everywhere, is refused at the next poll
+    even with a current ETag."""
+    rita, sam = Poller(as_person("rita")), Poller(as_person("sam"))
+    assert rita.poll() is not None and rita.poll() is None
+    assert sam.poll() is not None and sam.poll() is None
+    with database.session() as session:
+        revoke(session, OPERATOR, REPO, "rita")
+        session.commit()
+    refused = rita.browser.get(f"{RUN}/updates", headers={"If-None-Match": rita.etag})
+    assert refused.status_code == 404
+    with database.session() as session:
+        revoke_user_sessions(session, OPERATOR, people.ids["sam"])
+        session.commit()
+    ended = sam.browser.get(f"{RUN}/updates", headers={"If-None-Match": sam.etag})
+    assert ended.status_code not in (200, 304)
