@@ -7,10 +7,10 @@ fewer round trips; anything unusual is left to that path (the caller rolls back 
                + every (repository, label set) with queued jobs in scope, with its fairness
                keys (last claim, oldest entry)              ─ one SELECT, also the SQLite pre-check
     [touch]    the provider's contact time, at most every 10 s
-    [lock]     PostgreSQL: the chosen repository's scheduling row, FOR UPDATE SKIP LOCKED
-    2 take     the oldest head of that repository's label sets (read after the lock), with
-               its job, run, the requester's user row and membership
-                                                             ─ one SELECT (index seeks)
+    2 take     the oldest head of the chosen repository's label sets, with its job, run,
+               the requester's user row and membership, and on PostgreSQL the repository's
+               scheduling row FOR UPDATE SKIP LOCKED          ─ one SELECT (index seeks)
+    [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again
     3 move     job queued -> running, run queued -> running (the state table decides both),
                the queue entry and its count                 ─ UPDATEs and a DELETE
     4 insert   the attempt (RETURNING id), its steps (one multi-row INSERT)
@@ -209,12 +209,13 @@ def _look_statement() -> Any:
 
 
 @cache
-def _lock_statements() -> tuple[Any, Any]:
+def _wait_statement() -> Any:
+    """PostgreSQL: wait for a busy repository's scheduling row."""
     sequences = table_of(RunSequence)
     query = select(sequences.c.repository_id).where(
         sequences.c.repository_id == bindparam("repository_id")
     )
-    return query.with_for_update(skip_locked=True), query.with_for_update()
+    return query.with_for_update()
 
 
 @dataclass(frozen=True)
@@ -269,13 +270,27 @@ def _plan_entry(dialect: str) -> Any:
 
 
 @cache
-def _take_statement(dialect: str) -> Any:
+def _take_statement(dialect: str, locking: bool = False) -> Any:
+    """The take; ``locking`` (PostgreSQL): also the repository's scheduling row, ``FOR UPDATE
+    SKIP LOCKED``, in the same round trip (no row: busy, or nothing queued any more)."""
+    statement = _take(dialect)
+    if not locking:
+        return statement
+    sequences = table_of(RunSequence)
+    return statement.join(
+        sequences, sequences.c.repository_id == table_of(QueueCount).c.repository_id
+    ).with_for_update(of=sequences, skip_locked=True)
+
+
+def _take(dialect: str) -> Any:
     jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
     users, memberships, attempts = table_of(User), table_of(Membership), table_of(Attempt)
     counts, others = table_of(QueueCount), table_of(QueuedJob).alias("heads")
     # The head of each of the repository's label sets, by index seek (flat in queue depth),
-    # and the oldest of those heads: read after the repository lock, so a claim that took a
-    # head meanwhile cannot make us pass over an older job of another label set.
+    # and the oldest of those heads, read by the statement that takes the repository lock (not
+    # in the look): a claim that took a head before it cannot make us pass over an older job of
+    # another label set. One that commits between this statement's snapshot and its lock left
+    # us a taken job: its move finds it no longer queued and the ORM path decides.
     head = (
         select(others.c.job_id)
         .where(others.c.repository_id == counts.c.repository_id, others.c.labels == counts.c.labels)
@@ -451,20 +466,20 @@ def claim_direct(
     if seen.waiting:
         return UNHANDLED
     postgres = not is_sqlite(session)
-    skip, wait = _lock_statements()
+    wait = _wait_statement()
     busy: list[Candidate] = []
-    holding = False
     for candidate in seen.candidates:
-        if postgres and candidate.has_row:
-            locked = session.connection().execute(skip, {"repository_id": candidate.repository_id})
-            if locked.first() is None:
-                busy.append(candidate)
-                continue
-            holding = True
-        taken = _take_from(session, seen, candidate, request, now, source, lease)
+        # PostgreSQL: the take also locks the repository's scheduling row (skipping it when
+        # another claimer holds it); a repository without one has nothing to lock.
+        locking = postgres and candidate.has_row
+        taken = _take_from(session, seen, candidate, request, now, source, lease, locking)
         if taken is not None:
             return taken if taken is UNHANDLED else ClaimOutcome(taken)
-    if busy and not holding:
+        if locking:
+            # Locked by another claimer, or emptied since the look (rare: then the wait
+            # below finds nothing, as it would after any other claimer emptied it).
+            busy.append(candidate)
+    if busy:
         # As the ORM path: wait for one busy repository, holding no other repository lock.
         chosen = random.choice(busy)
         session.connection().execute(wait, {"repository_id": chosen.repository_id})
@@ -483,10 +498,11 @@ def _take_from(
     now: datetime,
     source: secrets.SecretSource,
     lease: timedelta,
+    locking: bool = False,
 ) -> Assignment | _Unhandled | None:
     """The oldest queued job of the candidate's label sets leased, UNHANDLED, or None (their
-    queues are empty)."""
-    statement = _take_statement(session.connection().dialect.name)
+    queues are empty; ``locking``: or the repository is another claimer's)."""
+    statement = _take_statement(session.connection().dialect.name, locking)
     parameters = {"repository_id": candidate.repository_id, "labels": candidate.label_keys}
     row = session.connection().execute(statement, parameters).first()
     if row is None:
