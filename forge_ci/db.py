@@ -264,7 +264,14 @@ class Database:
         with unavailable_on_failure(self.url):
             check_schema(reader(self.engine))  # only reads: takes no write lock
 
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """Every engine of this database (SQLite: the writers' and the readers'): where an event
+        listener must see every statement."""
+        return (
+            (self.engine,) if self.read_engine is self.engine else (self.engine, self.read_engine)
+        )
+
     def dispose(self) -> None:
-        self.engine.dispose()
-        if self.read_engine is not self.engine:
-            self.read_engine.dispose()
+        for engine in self.engines:
+            engine.dispose()
