@@ -1,9 +1,9 @@
-"""Intents: what the ``reference-transaction`` hook records before git moves a ref.
+"""Intents: what a push's ``pre-receive`` report records before git moves any ref.
 
-Called by the SSH parent on the hook's behalf (the hooks hold no database connection; see
-``forge_ci.hookwire``). Each function commits before it returns: git continues only after the
-answer, so the row must be durable by then. The ``committed`` phase is answered by
-``forge_ci.pushes.settling.confirm_updates``, which pins as it confirms.
+Called by the SSH parent on the hook's behalf (the hook holds no database connection; see
+``forge_ci.hookwire``). ``record_intents`` commits before it returns: git moves refs only after
+the answer, so the rows must be durable by then. When receive-pack has ended,
+``forge_ci.pushes.settling.settle_push`` confirms (and pins) or aborts them against the refs.
 """
 
 from __future__ import annotations
@@ -40,13 +40,11 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
 
     Idempotent per push: the same update reported again is not recorded twice. A different
     update of a ref this push already recorded is a Conflict (git never does that). Refs the
-    policy refuses are refused here too, so a bypassed pre-receive still records nothing.
+    policy refuses are refused here too, whoever the caller.
     """
     wanted = list(updates)
     check_ref_updates(wanted)
     begin_write(session)
-    # Only this request's refs: git reports a non-atomic push one ref at a time, so loading the
-    # whole push again for each would make a push of N refs cost N^2.
     existing = {e.ref: e for e in session_events(session, push, [u.ref for u in wanted])}
     ids: list[int] = []
     added: list[PushEvent] = []
@@ -82,36 +80,24 @@ _CHUNK = 500
 
 
 def session_events(
-    session: Session, push: PushContext, refs: Iterable[str], *, prepared: bool = False
+    session: Session,
+    push: PushContext,
+    refs: Iterable[str] | None = None,
+    *,
+    prepared: bool = False,
 ) -> list[PushEvent]:
-    """The events of ``push`` for these refs (only those still ``prepared``), oldest first.
+    """The events of ``push`` (for these refs; only those still ``prepared``), oldest first.
 
-    Found through the (push_session, ref) unique index, so the cost follows ``refs``, not how
-    many events the push has recorded before.
+    Found through the (push_session, ref) unique index.
     """
-    names = sorted(set(refs))
-    found: list[PushEvent] = []
-    for start in range(0, len(names), _CHUNK):
-        query = select(PushEvent).where(
-            PushEvent.push_session == push.session_id,
-            PushEvent.ref.in_(names[start : start + _CHUNK]),
-        )
-        if prepared:
-            query = query.where(PushEvent.state == PushEventState.PREPARED.value)
-        found += session.scalars(query)
+    query = select(PushEvent).where(PushEvent.push_session == push.session_id)
+    if prepared:
+        query = query.where(PushEvent.state == PushEventState.PREPARED.value)
+    if refs is None:
+        found = list(session.scalars(query))
+    else:
+        names = sorted(set(refs))
+        found = []
+        for start in range(0, len(names), _CHUNK):
+            found += session.scalars(query.where(PushEvent.ref.in_(names[start : start + _CHUNK])))
     return sorted(found, key=lambda event: event.id)
-
-
-def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
-    """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns their ids."""
-    wanted = {(u.ref, u.old, u.new) for u in updates}
-    if not wanted:
-        return []
-    begin_write(session)
-    moved = []
-    for event in session_events(session, push, [ref for ref, _, _ in wanted], prepared=True):
-        if (event.ref, event.old_sha, event.new_sha) in wanted:
-            event.move_to(PushEventState.ABORTED)
-            moved.append(event.id)
-    session.commit()
-    return moved

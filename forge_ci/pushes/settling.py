@@ -1,19 +1,18 @@
 """Confirming events: pinning what git moved, and recovering what a crash left open.
 
-Everything here runs under the repository lock.
-
-``confirm_updates`` answers the ``committed`` phase of a push: git has moved the refs, so each
-intent is pinned under ``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and
-confirmed, in one transaction.
-
-``settle_repository`` runs before every managed write (so a crash of an earlier push is resolved
-first), after every push (for a ``committed`` report that never arrived) and in the worker's
-scan. Each intent still ``prepared`` is compared with the ref now:
+Everything here runs under the repository lock, which the SSH parent holds for a whole push (its
+``git receive-pack`` inherits it). So while intents are open nobody else pushes to the
+repository, and a ref's value says exactly what became of each intent:
 
 - at the new value: git moved it -> pinned and confirmed;
-- at the old value: git did not -> aborted;
+- at the old value: git did not (it refused the update, the push failed) -> aborted;
 - anything else: someone moved the ref outside forge-ci. Guessing could invent or lose an
   event, so writes are refused until an operator looks (NeedsInspection, naming the event).
+
+``settle_push`` does this for one push's intents when its receive-pack has ended: that is how a
+push's events are confirmed. ``settle_repository`` does it for every open intent of a repository
+before every managed write (so a crash of an earlier push is resolved first) and in the worker's
+scan.
 
 Pins are written before the database commit: a crash between the two leaves a pin that the next
 settle rewrites to the same value, never a confirmed event without its pin.
@@ -21,7 +20,6 @@ settle rewrites to the same value, never a confirmed event without its pin.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pygit2
@@ -33,7 +31,7 @@ from forge_ci.errors import NeedsInspection, NotFound
 from forge_ci.gitstore import has_object, open_repository, pin, read_ref, repository_path
 from forge_ci.models import PushEvent, PushEventState, Repository
 from forge_ci.pushes.intents import PushContext, session_events
-from forge_ci.refs import Update, is_zero
+from forge_ci.refs import is_zero
 from forge_ci.settings import Settings
 
 OPEN_STATES = (PushEventState.PREPARED.value,)
@@ -45,6 +43,8 @@ class Settled:
 
     confirmed: list[int] = field(default_factory=list)
     aborted: list[int] = field(default_factory=list)
+    #: One line per intent that needs inspection (it stays open).
+    problems: list[str] = field(default_factory=list)
 
 
 def _git(settings: Settings, full_name: str) -> pygit2.Repository:
@@ -52,29 +52,21 @@ def _git(settings: Settings, full_name: str) -> pygit2.Repository:
     return open_repository(repository_path(settings.repositories_dir, owner, name))
 
 
-def confirm_updates(
-    session: Session, settings: Settings, push: PushContext, updates: Iterable[Update]
-) -> list[int]:
-    """Git moved these refs (``committed`` phase): pin and confirm their intents, commit.
+def settle_push(session: Session, settings: Settings, push: PushContext) -> Settled:
+    """Resolve the open intents ``push`` recorded against the refs, after its receive-pack ended.
 
-    Returns the ids confirmed, for enqueueing. Idempotent: intents already settled are skipped.
-    An intent whose commit cannot be pinned stays ``prepared`` for settle_repository to judge.
+    Commits; ``problems`` names the intents that need inspection (they stay open, and the next
+    write to the repository refuses until an operator resolves them).
     """
-    wanted = {(u.ref, u.old, u.new) for u in updates}
-    if not wanted:
-        return []
+    if session.in_transaction():
+        raise RuntimeError("settle_push() needs a session with no transaction in progress")
     begin_write(session)
-    events = [
-        event
-        for event in session_events(session, push, [ref for ref, _, _ in wanted], prepared=True)
-        if (event.ref, event.old_sha, event.new_sha) in wanted
-    ]
-    confirmed = []
+    result = Settled()
+    events = session_events(session, push, prepared=True)
     if events:
-        git = _git(settings, push.full_name)
-        confirmed = [event.id for event in events if _confirm(git, event) is None]
+        _resolve_all(_git(settings, push.full_name), events, result)
     session.commit()
-    return confirmed
+    return result
 
 
 def settle_repository(session: Session, settings: Settings, repository_id: int) -> Settled:
@@ -108,19 +100,19 @@ def settle_repository(session: Session, settings: Settings, repository_id: int) 
     repository = session.get(Repository, repository_id)
     if repository is None:
         raise NotFound(f"repository {repository_id} not found")
-    git = _git(settings, repository.full_name)
-    problems: list[str] = []
-    for event in open_events:
-        problem = _resolve(git, event, result)
-        if problem:
-            problems.append(problem)
+    _resolve_all(_git(settings, repository.full_name), open_events, result)
     session.commit()
-    if problems:
-        raise NeedsInspection(
-            f"writes to {repository.full_name} are refused until an operator inspects it "
-            '(see docs/ssh.md, "Recovery"):\n' + "\n".join(f"  {p}" for p in problems)
-        )
+    if result.problems:
+        raise needs_inspection(repository.full_name, result.problems)
     return result
+
+
+def needs_inspection(full_name: str, problems: list[str]) -> NeedsInspection:
+    """The refusal of writes to a repository whose intents ``problems`` name."""
+    return NeedsInspection(
+        f"writes to {full_name} are refused until an operator inspects it "
+        '(see docs/ssh.md, "Recovery"):\n' + "\n".join(f"  {p}" for p in problems)
+    )
 
 
 def _describe(event: PushEvent) -> str:
@@ -128,6 +120,13 @@ def _describe(event: PushEvent) -> str:
         f"push event {event.id} ({event.ref} {event.old_sha[:12]} -> {event.new_sha[:12]}, "
         f"pushed by {event.pusher.name})"
     )
+
+
+def _resolve_all(git: pygit2.Repository, events: list[PushEvent], result: Settled) -> None:
+    for event in events:
+        problem = _resolve(git, event, result)
+        if problem:
+            result.problems.append(problem)
 
 
 def _resolve(git: pygit2.Repository, event: PushEvent, result: Settled) -> str | None:
