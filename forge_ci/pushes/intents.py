@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from forge_ci.db import begin_write
@@ -47,7 +47,7 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
     begin_write(session)
     existing = {e.ref: e for e in session_events(session, push, [u.ref for u in wanted])}
     ids: list[int] = []
-    added: list[PushEvent] = []
+    rows: list[dict[str, object]] = []
     for update in wanted:
         known = existing.get(update.ref)
         if known is not None:
@@ -58,19 +58,19 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
                 )
             ids.append(known.id)
             continue
-        event = PushEvent(
-            repository_id=push.repository_id,
-            pusher_id=push.pusher_id,
-            push_session=push.session_id,
-            ref=update.ref,
-            old_sha=update.old,
-            new_sha=update.new,
-            state=PushEventState.PREPARED.value,
+        rows.append(
+            {
+                "repository_id": push.repository_id,
+                "pusher_id": push.pusher_id,
+                "push_session": push.session_id,
+                "ref": update.ref,
+                "old_sha": update.old,
+                "new_sha": update.new,
+                "state": PushEventState.PREPARED.value,
+            }
         )
-        session.add(event)
-        added.append(event)
-    session.flush()
-    ids += [e.id for e in added]
+    if rows:  # one multi-row INSERT ... RETURNING, not one ORM object per ref
+        ids += session.scalars(insert(PushEvent).returning(PushEvent.id), rows)
     session.commit()
     return sorted(ids)
 

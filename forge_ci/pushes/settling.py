@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from forge_ci.db import begin_write
 from forge_ci.errors import NeedsInspection, NotFound
@@ -38,6 +39,7 @@ from forge_ci.gitstore import (
     repository_path,
 )
 from forge_ci.models import PushEvent, PushEventState, Repository
+from forge_ci.models.base import utcnow
 from forge_ci.packedrefs import add_packed_refs
 from forge_ci.pushes.intents import PushContext, session_events
 from forge_ci.refs import is_zero
@@ -73,7 +75,7 @@ def settle_push(session: Session, settings: Settings, push: PushContext) -> Sett
     result = Settled()
     events = session_events(session, push, prepared=True)
     if events:
-        _resolve_all(_git(settings, push.full_name), events, result)
+        _resolve_all(session, _git(settings, push.full_name), events, result)
     session.commit()
     return result
 
@@ -109,7 +111,7 @@ def settle_repository(session: Session, settings: Settings, repository_id: int) 
     repository = session.get(Repository, repository_id)
     if repository is None:
         raise NotFound(f"repository {repository_id} not found")
-    _resolve_all(_git(settings, repository.full_name), open_events, result)
+    _resolve_all(session, _git(settings, repository.full_name), open_events, result)
     session.commit()
     if result.problems:
         raise needs_inspection(repository.full_name, result.problems)
@@ -131,7 +133,9 @@ def _describe(event: PushEvent) -> str:
     )
 
 
-def _resolve_all(git: pygit2.Repository, events: list[PushEvent], result: Settled) -> None:
+def _resolve_all(
+    session: Session, git: pygit2.Repository, events: list[PushEvent], result: Settled
+) -> None:
     moved: list[PushEvent] = []
     for event in events:
         current = read_ref(git, event.ref)
@@ -148,7 +152,6 @@ def _resolve_all(git: pygit2.Repository, events: list[PushEvent], result: Settle
             else:
                 moved.append(event)
         elif at_old:
-            event.move_to(PushEventState.ABORTED)
             result.aborted.append(event.id)
         else:
             now = (
@@ -158,9 +161,42 @@ def _resolve_all(git: pygit2.Repository, events: list[PushEvent], result: Settle
             )
             result.problems.append(f"{_describe(event)} needs inspection: {now}")
     _pin_all(git, {e.pin_ref: e.new_sha for e in moved if e.pin_ref is not None})
-    for event in moved:
-        event.move_to(PushEventState.CONFIRMED)
-        result.confirmed.append(event.id)
+    result.confirmed += [event.id for event in moved]
+    by_id = {event.id: event for event in events}
+    _move_all(session, [by_id[i] for i in result.aborted], PushEventState.ABORTED)
+    _move_all(session, moved, PushEventState.CONFIRMED)
+
+
+#: Ids per UPDATE: well under every database's limit on bound parameters.
+_CHUNK = 500
+
+
+def _move_all(session: Session, events: list[PushEvent], state: PushEventState) -> None:
+    """Move prepared ``events`` to ``state`` along the state table, a few UPDATEs for all.
+
+    Each event's move is checked against :data:`~forge_ci.models.push_events.TRANSITIONS`
+    first; the UPDATE also requires the state the events were read in (under the lock nobody
+    else settles them), and anything else is a bug that rolls the settle back.
+    """
+    for event in events:
+        if not event.can_move_to(state):
+            raise ValueError(
+                f"push event {event.id}: {event.state} -> {state.value} is not allowed"
+            )
+    now = utcnow()
+    for start in range(0, len(events), _CHUNK):
+        chunk = [event.id for event in events[start : start + _CHUNK]]
+        moved = session.execute(
+            update(PushEvent)
+            .where(PushEvent.id.in_(chunk), PushEvent.state.in_(OPEN_STATES))
+            .values(state=state.value, settled_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if moved.rowcount != len(chunk):  # type: ignore[attr-defined]
+            raise RuntimeError(f"push events {chunk[0]}...: moved by someone else while settling")
+    for event in events:  # the loaded objects say so too, without a second UPDATE at flush
+        set_committed_value(event, "state", state.value)
+        set_committed_value(event, "settled_at", now)
 
 
 #: From this many pins in one settle on, they are written into packed-refs in one rewrite.
