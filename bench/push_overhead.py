@@ -2,9 +2,9 @@
 
 Pushes one new commit at a time, in turn, to three places:
 
-- ``hooked``: a repository served by ``forge-ci ssh`` with the hooks (pre-receive,
-  reference-transaction prepared + committed), intents recorded and committed, the push event
-  confirmed, pinned and enqueued;
+- ``hooked``: a repository served by ``forge-ci ssh`` with the deployment's pre-receive hook,
+  the intent recorded and committed, the push settled (the event confirmed and pinned) and
+  enqueued;
 - ``plain``:  a repository served by the *same* server process with no hooks and no events
   (the server is ``python -m forge_ci_testing.unhooked_ssh bench/plain``, which switches that
   one repository's hooks off in Python; no setting can make ``forge-ci ssh`` do that);

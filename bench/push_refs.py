@@ -4,8 +4,10 @@ Each push creates N new branches, all at one commit the server already has (so n
 sent: only refs), over real ``ssh`` to a repository with the deployment's hooks (every ref
 update recorded, confirmed, pinned and enqueued) and to a plain one served by the same server
 process without hooks (``python -m forge_ci_testing.unhooked_ssh``, as in push_overhead.py),
-with and without ``--atomic``. Without ``--atomic`` git runs the reference-transaction hook
-twice per ref (prepared, committed); with it, twice per push.
+with and without ``--atomic``. The deployment's one hook is pre-receive, run once per push
+either way. (forge-ci once also installed a reference-transaction hook, which git 2.39 starts
+twice per ref without ``--atomic``: ``--floor-hook reference-transaction`` shows what that alone
+costs.)
 
 Every push goes to a fresh repository (created beforehand, its one commit pushed untimed), so
 no figure carries the refs of an earlier one. Prints the median wall time of each, the CPU time
@@ -70,15 +72,18 @@ def prepare(settings: Settings, key: Path, names: list[str]) -> None:
     database.dispose()
 
 
-def floor(client: GitClient, work: Path, base: Path, refs: int, atomic: bool) -> float:
+def floor(
+    client: GitClient, work: Path, base: Path, refs: int, atomic: bool, hook_name: str
+) -> float:
     """The same push over ``file://`` to a bare repository whose only hook does nothing.
 
-    What git itself makes any reference-transaction hook cost (a new process per transaction:
-    twice per ref without ``--atomic``), before forge-ci does anything in it.
+    What git itself makes a hook of that name cost before forge-ci does anything in it:
+    pre-receive once per push; reference-transaction a new process per transaction (twice per
+    ref without ``--atomic``).
     """
-    hooks = base / "noop-hooks"
+    hooks = base / f"noop-hooks-{hook_name}"
     hooks.mkdir(exist_ok=True)
-    hook = hooks / "reference-transaction"
+    hook = hooks / hook_name
     hook.write_text("#!/bin/bash\ncat >/dev/null\n")
     hook.chmod(0o755)
     bare = Path(tempfile.mkdtemp(dir=base, suffix=".git"))
@@ -91,7 +96,9 @@ def floor(client: GitClient, work: Path, base: Path, refs: int, atomic: bool) ->
     return time.perf_counter() - began
 
 
-def measure(kind: str, counts: list[int], repeats: int, profile: str | None = None) -> Figures:
+def measure(
+    kind: str, counts: list[int], repeats: int, floor_hook: str, profile: str | None = None
+) -> Figures:
     cases = [
         (target, refs, atomic, repeat)
         for refs in counts
@@ -172,7 +179,7 @@ def measure(kind: str, counts: list[int], repeats: int, profile: str | None = No
                 figures.setdefault((target, refs, atomic), []).append((wall, cpu))
             for refs, atomic in {(case[1], case[2]) for case in cases}:
                 for _ in range(repeats):
-                    wall = floor(client, work, base, refs, atomic)
+                    wall = floor(client, work, base, refs, atomic, floor_hook)
                     figures.setdefault(("floor", refs, atomic), []).append((wall, 0.0))
         finally:
             if profile:  # py-spy writes its file on SIGINT (and passes it on)
@@ -192,13 +199,13 @@ def measure(kind: str, counts: list[int], repeats: int, profile: str | None = No
     }
 
 
-def report(kind: str, counts: list[int], figures: Figures) -> None:
+def report(kind: str, counts: list[int], figures: Figures, floor_hook: str) -> None:
     print(f"\n{kind}: pushes of N new branches, median wall time (server CPU in brackets)")
     print(
         f"{'N':>5} {'mode':<10} {'hooked':>17} {'plain':>17} {'ratio':>6} "
         f"{'hooked ms/ref':>14} {'floor':>10}   goal <= {GOAL:g}x"
     )
-    print("(floor: file://, one no-op bash reference-transaction hook, no forge-ci)")
+    print(f"(floor: file://, one no-op bash {floor_hook} hook, no forge-ci)")
     for atomic in (False, True):
         for refs in counts:
             (hw, hc), (pw, pc) = figures[("hooked", refs, atomic)], figures[("plain", refs, atomic)]
@@ -221,13 +228,20 @@ def main() -> None:
         "--database-url",
         help="PostgreSQL server where the user may create databases (also measured: SQLite)",
     )
+    parser.add_argument(
+        "--floor-hook",
+        choices=["pre-receive", "reference-transaction"],
+        default="pre-receive",
+        help="the no-op hook of the floor (default: pre-receive, the deployment's one hook)",
+    )
     parser.add_argument("--profile", help="sample the server with py-spy into this file")
     args = parser.parse_args()
     if args.database_url:
         os.environ["FORGE_CI_BENCH_POSTGRES_URL"] = args.database_url
     kinds = ["sqlite"] + (["postgres"] if postgres_url() else [])
     for kind in kinds:
-        report(kind, args.refs, measure(kind, args.refs, args.repeats, args.profile))
+        figures = measure(kind, args.refs, args.repeats, args.floor_hook, args.profile)
+        report(kind, args.refs, figures, args.floor_hook)
     if "postgres" not in kinds:
         print("postgres: skipped (--database-url or FORGE_CI_BENCH_POSTGRES_URL)")
 

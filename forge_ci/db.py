@@ -19,8 +19,11 @@ session                 SQLite                              PostgreSQL
 ======================  ==================================  =================================
 
 A read-only session that tries to write fails loudly on both databases instead of racing, so
-the rule cannot be broken quietly. A writer should not hold its transaction across anything
-slow (git, the network): commit or roll back first, since it blocks every other writer.
+the rule cannot be broken quietly. On SQLite read-only sessions have a connection pool of their
+own (``Database.read_engine``): switching ``query_only`` on a shared connection cost two
+``PRAGMA``s, and the statements after a switch ran several times slower (bench/README.md).
+A writer should not hold its transaction across anything slow (git, the network): commit or
+roll back first, since it blocks every other writer.
 """
 
 from __future__ import annotations
@@ -228,8 +231,15 @@ class Database:
     def __init__(self, settings: Settings, **engine_kwargs: Any) -> None:
         self.url = normalize_url(settings.database_url)
         self.engine = create_db_engine(self.url, **engine_kwargs)
+        # SQLite: read-only sessions get a pool of their own, so a connection's query_only is
+        # set once, not switched (two PRAGMAs) whenever a reader follows a writer on it.
+        self.read_engine = (
+            create_db_engine(self.url, **engine_kwargs)
+            if self.engine.dialect.name == "sqlite"
+            else self.engine
+        )
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self.read_sessions = sessionmaker(reader(self.engine), expire_on_commit=False)
+        self.read_sessions = sessionmaker(reader(self.read_engine), expire_on_commit=False)
 
     @contextmanager
     def session(self, *, read_only: bool = False) -> Iterator[Session]:
@@ -254,5 +264,14 @@ class Database:
         with unavailable_on_failure(self.url):
             check_schema(reader(self.engine))  # only reads: takes no write lock
 
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """Every engine of this database (SQLite: the writers' and the readers'): where an event
+        listener must see every statement."""
+        return (
+            (self.engine,) if self.read_engine is self.engine else (self.engine, self.read_engine)
+        )
+
     def dispose(self) -> None:
-        self.engine.dispose()
+        for engine in self.engines:
+            engine.dispose()

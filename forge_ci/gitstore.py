@@ -106,6 +106,16 @@ def pin(repo: pygit2.Repository, name: str, oid: str) -> None:
     repo.references.create(name, pygit2.Oid(hex=oid), force=True)
 
 
+def peeled_tag(repo: pygit2.Repository, oid: str) -> str | None:
+    """What the annotated tag ``oid`` finally points at (through tags of tags); None otherwise."""
+    found = repo[oid]
+    if not isinstance(found, pygit2.Tag):
+        return None
+    while isinstance(found, pygit2.Tag):
+        found = found.get_object()
+    return str(found.id)
+
+
 def clean_git_environment(home: str) -> dict[str, str]:
     """For git subprocesses: no user or system configuration applies, no prompt is shown."""
     return {

@@ -1,20 +1,21 @@
 """The conversation between a git hook and the SSH parent that started the push.
 
-A push runs ``git receive-pack`` as a child of the SSH server. Git runs the deployment's hooks as
-children of receive-pack; they hold no database session, so each hook hands what git told it to
-the SSH parent over a loopback TCP listener that exists for this one push, and obeys the
-answer::
+A push runs ``git receive-pack`` as a child of the SSH server. Git runs the deployment's hook as
+a child of receive-pack; it holds no database session, so it hands what git told it to the SSH
+parent over a loopback TCP listener that exists for this one push, and obeys the answer::
 
     forge-ci ssh (parent, owns the DB session) <-- 127.0.0.1:<port of this push> --+
         |                                                                          |
         +-- git receive-pack                                                       |
-              +-- hooks/pre-receive ............ "may these refs move?" -----------+
-              +-- hooks/reference-transaction .. "record / confirm / cancel these" --+
+              +-- hooks/pre-receive .... "may these refs move? record them" -------+
 
-The hooks are bash programs (hooks/hook.bash): a Python interpreter costs ~15-20 ms of CPU to
-start, git runs three hooks per ref update, and the budget for all of them is 50 ms per push.
-bash speaks TCP (``/dev/tcp``) but not Unix sockets, hence loopback TCP. Any local user can
-connect to loopback, so both directions carry a secret from receive-pack's environment:
+One request per push: git runs pre-receive once, with every update, before any ref moves. The
+parent checks the ref policy, records each update that makes an event as an intent and commits
+before it answers ``ok``; after receive-pack has ended it settles the intents against the refs
+(``forge_ci.pushes.settling``). The hook is a bash program (hooks/hook.bash): a Python
+interpreter costs ~15-20 ms of CPU to start, bash ~3 ms. bash speaks TCP (``/dev/tcp``) but not
+Unix sockets, hence loopback TCP. Any local user can connect to loopback, so both directions
+carry a secret from receive-pack's environment:
 
 - the request names the push session (128 random bits): a stranger cannot submit updates;
 - ``ok`` carries the answer key (another 128 bits): should the parent die and a stranger bind
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forge_ci.refs import Update, events_in
+from forge_ci.refs import Update
 
 MAGIC = "forge-ci-hook 1"
 END = "."
@@ -56,9 +57,6 @@ ENV_ANSWER_KEY = "FORGE_CI_PUSH_ANSWER_KEY"
 ENV_PUSHER = "FORGE_CI_PUSHER"
 ENV_REPOSITORY = "FORGE_CI_REPOSITORY"
 
-#: The hook whose requests carry only the updates that make events (see decode_request).
-REFERENCE_TRANSACTION = "reference-transaction"
-
 
 class WireError(ValueError):
     """A request or answer that does not follow this format."""
@@ -68,9 +66,8 @@ class WireError(ValueError):
 class Request:
     """What a hook asks: its name, git's phase (``-`` for pre-receive), the push, the updates.
 
-    For ``reference-transaction``, :func:`decode_request` keeps only the updates that make push
-    events (:func:`forge_ci.refs.makes_event`), so the parent's handlers never filter again.
-    pre-receive gets every update: it must see (and refuse) pushes into ``refs/forge-ci/``.
+    ``updates`` are all of git's lines: the parent must see (and refuse) pushes into
+    ``refs/forge-ci/``; it records only those that make events (:func:`forge_ci.refs.events_in`).
     """
 
     hook: str
@@ -133,12 +130,7 @@ def decode_request(data: bytes) -> Request:
     fields = line.split(" ")
     if len(fields) != 3 or not all(fields):
         raise WireError("the request's second line is not '<hook> <phase> <session>'")
-    updates = parse_updates(body)
-    if fields[0] == REFERENCE_TRANSACTION:
-        # The one place the rule is applied in Python (the bash hook applies it too, to skip a
-        # round trip): HEAD's reflog mirror, 0000 -> 0000 and forge-ci's own pins are no events.
-        updates = events_in(updates)
-    return Request(fields[0], fields[1], fields[2], updates)
+    return Request(fields[0], fields[1], fields[2], parse_updates(body))
 
 
 def encode_answer(answer: Answer, answer_key: str) -> bytes:

@@ -36,12 +36,11 @@ def is_zero(oid: str) -> bool:
 def makes_event(update: Update) -> bool:
     """Whether ``update`` is a real ref move outside forge-ci's own namespace.
 
-    Git's ``reference-transaction`` input also carries entries that move nothing: ``HEAD`` when
-    the pushed branch is HEAD's target (a reflog-only mirror of the branch update; a push *to*
-    HEAD is refused by pre-receive before any transaction), and ``0000 -> 0000`` when git deletes
-    a ref from packed-refs. Those are not events, and neither are updates of forge-ci's own pins.
-    ``hooks/hook.bash`` applies the same rule, so that a transaction with nothing to record costs
-    no round trip.
+    A push's own updates never move ``HEAD`` (pre-receive refuses a push *to* it) and never
+    list a ref at its current value; what else git's ref machinery reports moves nothing: ``HEAD``
+    when the pushed branch is its target (a reflog-only mirror) and ``0000 -> 0000`` when a ref is
+    deleted from packed-refs. Those are not events, and neither are updates of forge-ci's own
+    pins.
     """
     return (
         update.old != update.new

@@ -34,8 +34,8 @@ KNOWN_TEST_FAULTS = frozenset(
     {
         # The SSH parent pauses at these points of a push (until its marker file is removed).
         "pause-before-record",
-        "pause-before-prepared-answer",
-        "pause-before-committed-mark",
+        "pause-before-answer",
+        "pause-before-confirm",
         # A job's timeout-minutes counts minutes of this many seconds (job timeout tests).
         "job-minute-seconds",
         # Key rotation pauses after re-sealing, before its commit (crash tests kill it there).

@@ -1,14 +1,16 @@
 #!@BASH@
 # forge-ci deployment hook, written by `forge-ci hooks install` from hooks/hook.bash: do not edit.
 #
-# One program, run by git as pre-receive or reference-transaction; it dispatches on the name it
-# was started as. Every push waits for it three times per ref update, so it is bash (about 3 ms
-# to start, against 15-20 ms for a Python interpreter) and holds no database connection: it hands
-# what git told it to the SSH parent of this push over loopback TCP and obeys the answer. The
-# conversation, and why TCP and two secrets, is described in forge_ci/hookwire.py.
+# git runs it as pre-receive, once per push, with every proposed update on stdin, before any ref
+# moves. It holds no database connection: it hands the updates to the SSH parent of this push
+# over loopback TCP and obeys the answer. The parent checks the ref policy and records each update
+# as an intent (committed before it answers); after receive-pack has ended, the parent settles the
+# intents against the refs, under the repository lock it holds for the whole push. The
+# conversation, and why TCP and two secrets, is described in forge_ci/hookwire.py; why there is no
+# reference-transaction hook, in docs/ssh.md ("The hooks").
 #
-# Without a push session (an operator's git gc, pack-refs or update-ref), reference-transaction
-# records nothing and exits 0, while pre-receive refuses: every push must come through forge-ci.
+# Without a push session (git run by hand on the server) it refuses: every push must come through
+# forge-ci.
 set -u
 export LC_ALL=C
 
@@ -18,50 +20,18 @@ refuse() {
 }
 
 hook=${0##*/}
-case $hook in
-    pre-receive)
-        phase=-
-        ;;
-    reference-transaction)
-        phase=${1-}
-        case $phase in
-            prepared | committed | aborted) ;;
-            *) exec cat >/dev/null ;; # "preparing" (git 2.46+) comes before any lock: nothing yet
-        esac
-        ;;
-    *)
-        refuse "forge-ci: '$hook' is not a forge-ci hook"
-        ;;
-esac
+[ "$hook" = pre-receive ] || refuse "forge-ci: '$hook' is not a forge-ci hook"
 
 session=${@ENV_SESSION@-}
 if [ -z "$session" ]; then
     cat >/dev/null
-    [ "$hook" = pre-receive ] && refuse "forge-ci: pushes are accepted only through forge-ci's \
-SSH server; this push has no forge-ci session and is refused"
-    exit 0 # not a push: nothing to record
+    refuse "forge-ci: pushes are accepted only through forge-ci's SSH server; this push has no \
+forge-ci session and is refused"
 fi
 
-request="@MAGIC@"$'\n'"$hook $phase $session"$'\n'
-count=0
-while IFS= read -r line || [ -n "$line" ]; do
-    if [ "$hook" = reference-transaction ]; then
-        # Entries that move nothing are not sent (forge_ci.refs.makes_event, the same rule):
-        # HEAD's reflog-only mirror, 0000 -> 0000 from packed-refs, forge-ci's own pins.
-        old=${line%% *}
-        rest=${line#* }
-        new=${rest%% *}
-        ref=${rest#* }
-        if [ "$old" = "$new" ] || [ "$ref" = HEAD ] || [[ $ref == "@INTERNAL_PREFIX@"* ]]; then
-            continue
-        fi
-    fi
-    request+=$line$'\n'
-    count=$((count + 1))
-done
-if [ "$hook" = reference-transaction ] && [ "$count" -eq 0 ]; then
-    exit 0
-fi
+# All of git's lines at once: `read` takes a pipe one byte at a time, $(cat) in blocks.
+updates=$(cat)
+[ -n "$updates" ] || exit 0 # nothing proposed (git does not run the hook then, but be exact)
 
 port=${@ENV_PORT@-}
 key=${@ENV_ANSWER_KEY@-}
@@ -70,7 +40,7 @@ if [ -z "$port" ] || [ -z "$key" ]; then
 fi
 { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null ||
     refuse "forge-ci: cannot reach the forge-ci server for this push; the update is refused"
-printf '%s.\n' "$request" >&3 2>/dev/null ||
+printf '%s\n%s %s %s\n%s\n.\n' "@MAGIC@" "$hook" - "$session" "$updates" >&3 2>/dev/null ||
     refuse "forge-ci: the forge-ci server ended this push without an answer"
 # The server answers within its database's own timeouts; this only ends a hook whose server
 # hangs, so that receive-pack (and the repository lock it holds) is freed.

@@ -1,10 +1,11 @@
 """Installing the deployment's hooks into ``settings.hooks_dir`` (``forge-ci hooks install``).
 
 Every managed repository's ``core.hooksPath`` points at that one directory (set at creation,
-re-asserted before each push), so hooks never come from a pushed repository. Both hooks are the
-same bash program (``hook.bash`` beside this file; it dispatches on its name), written with the
-absolute path of bash and the wire constants of ``forge_ci.hookwire`` filled in, so that the two
-ends of the conversation cannot drift apart.
+re-asserted before each push), so hooks never come from a pushed repository. The one hook,
+``pre-receive``, is the bash program ``hook.bash`` beside this file, written with the absolute
+path of bash and the wire constants of ``forge_ci.hookwire`` filled in, so that the two ends of
+the conversation cannot drift apart. A ``reference-transaction`` hook an earlier version
+installed is removed (see ``forge_ci.hookchecks``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from pathlib import Path
 
 from forge_ci import hookwire
 from forge_ci.errors import ConfigurationError
-from forge_ci.hookchecks import REQUIRED_HOOKS, git_problem
-from forge_ci.refs import INTERNAL_REF_PREFIX
+from forge_ci.hookchecks import REQUIRED_HOOKS, RETIRED_HOOKS
 from forge_ci.settings import Settings
 
 TEMPLATE = Path(__file__).with_name("hook.bash")
@@ -42,7 +42,6 @@ def hook_program(bash: str) -> str:
         "@ENV_PORT@": hookwire.ENV_PORT,
         "@ENV_ANSWER_KEY@": hookwire.ENV_ANSWER_KEY,
         "@MAGIC@": hookwire.MAGIC,
-        "@INTERNAL_PREFIX@": INTERNAL_REF_PREFIX,
         "@ANSWER_TIMEOUT@": str(ANSWER_TIMEOUT),
     }
     for placeholder, value in values.items():
@@ -77,11 +76,8 @@ def check_bash_tcp(bash: str) -> None:
 def install_hooks(settings: Settings) -> list[Path]:
     """(Re)write every hook into the hooks directory, atomically; return the paths written.
 
-    Refused (ConfigurationError) when this machine's git would never run the hooks.
+    Retired hooks are removed after the new ones are in place.
     """
-    problem = git_problem()
-    if problem is not None:
-        raise ConfigurationError(problem)
     bash = find_bash()
     check_bash_tcp(bash)
     text = hook_program(bash)
@@ -97,4 +93,9 @@ def install_hooks(settings: Settings) -> list[Path]:
         os.chmod(temporary, 0o755)  # whatever the umask was
         os.replace(temporary, path)
         written.append(path)
+    for name in RETIRED_HOOKS:
+        try:
+            (directory / name).unlink()
+        except FileNotFoundError:
+            pass
     return written

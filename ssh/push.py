@@ -7,19 +7,23 @@ In the order of ARCHITECTURE.md, "A push, step by step"::
       settle: recover what a crash left open (NeedsInspection refuses)      |
       re-assert core.hooksPath and transfer.hideRefs                        |  lock held, and
       open this push's hook listener (loopback TCP)                         |  inherited by
-      git receive-pack <-> client     hooks -> listener -> answer_hook()    |  receive-pack
-        bounded by ssh.pump.PUSH; never "idle" while a hook is answered     |
-        pre-receive: ref policy   prepared: record intents, commit          |
-        committed: pin + confirm, commit     aborted: cancel, commit        |
-      settle again, if a hook report got lost: the refs say what happened   |
+      git receive-pack <-> client     pre-receive -> listener -> answer     |  receive-pack
+        bounded by ssh.pump.PUSH; never "idle" while the hook is answered   |
+        pre-receive (once, every update, before any ref moves):             |
+          ref policy, record the intents, commit, answer "ok"               |
+        git moves the refs (or refuses some or all of them)                 |
+      settle this push: the refs say what git did: pin + confirm, or abort  |
     release the lock -------------------------------------------------------+
     enqueue the confirmed events (after their commit)
     wait briefly (read-only) for the worker's decisions on this push's events, and print
       one "remote: forge-ci: ..." line per run created (forge_ci.runs.announcements)
     exit status to the client (its events are confirmed and pinned)
 
-The hooks hold no database connection: ``answer_hook`` records, confirms and cancels intents on
-their behalf, in this process, and commits before answering (see ``forge_ci.hookwire``).
+The hook holds no database connection: ``answer_hook`` records the intents on its behalf, in this
+process, and commits before answering (see ``forge_ci.hookwire``). There is no
+``reference-transaction`` hook: git 2.39 starts it twice per ref of a push without ``--atomic``,
+which alone cost 7.5 s per 1,000 refs, while the lock held across the push already makes the refs
+an exact record of what git did (docs/ssh.md, "The hooks").
 """
 
 from __future__ import annotations
@@ -42,10 +46,10 @@ from forge_ci.hookchecks import require_hooks
 from forge_ci.locks import repository_lock
 from forge_ci.models import Repository
 from forge_ci.pushes.events import still_offered
-from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
+from forge_ci.pushes.intents import PushContext, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates
-from forge_ci.pushes.settling import confirm_updates, settle_repository
-from forge_ci.refs import INTERNAL_REF_PREFIX
+from forge_ci.pushes.settling import needs_inspection, settle_push, settle_repository
+from forge_ci.refs import INTERNAL_REF_PREFIX, events_in
 from forge_ci.runs.announcements import announcement_lines, await_decisions
 from ssh import faults
 from ssh.auth import Pusher
@@ -60,16 +64,9 @@ _OK = hookwire.Answer(True)
 
 @dataclass
 class Ledger:
-    """What the hooks of one push recorded and settled (ids of push events)."""
+    """The intents the hook of one push had recorded (ids of push events)."""
 
     recorded: set[int] = field(default_factory=set)
-    confirmed: list[int] = field(default_factory=list)
-    aborted: set[int] = field(default_factory=set)
-
-    @property
-    def all_settled(self) -> bool:
-        """Every intent this push recorded was confirmed or cancelled by git's own report."""
-        return self.recorded <= set(self.confirmed) | self.aborted
 
 
 def run_receive_pack(
@@ -133,10 +130,11 @@ def run_receive_pack(
                 pass_fds=(lock_fd,),  # see forge_ci.locks: the lock outlives a killed server
             )
             status = pump(channel, process, watch)
-        mine = list(ledger.confirmed)
-        if not ledger.all_settled:  # a hook's report got lost; the refs say what happened
+        mine: list[int] = []
+        if ledger.recorded:
+            faults.pause_at(ctx.settings, "pause-before-confirm")
             try:
-                mine += _settle(ctx, repository_id)
+                mine = _settle_push(ctx, push)
             except ForgeCIError as exc:
                 # The push itself is over; what could not be settled now is settled before
                 # the next write (or by the worker's scan). Tell the pusher, keep git's status.
@@ -202,38 +200,41 @@ def _settle(ctx: ServerContext, repository_id: int) -> list[int]:
         return settle_repository(session, ctx.settings, repository_id).confirmed
 
 
+def _settle_push(ctx: ServerContext, push: PushContext) -> list[int]:
+    """Confirm what git moved in ``push`` (see settle_push); the ids confirmed, to enqueue.
+
+    Raises NeedsInspection, after committing the rest, when a ref was moved outside forge-ci.
+    """
+    with unavailable_on_failure(), ctx.database.session() as session:
+        settled = settle_push(session, ctx.settings, push)
+    if settled.problems:
+        raise needs_inspection(push.full_name, settled.problems)
+    return settled.confirmed
+
+
 def answer_hook(
     ctx: ServerContext, push: PushContext, request: hookwire.Request, ledger: Ledger
 ) -> hookwire.Answer:
-    """Decide one hook request of ``push``; every failure becomes a refusal with the reason.
+    """Decide the hook request of ``push``; every failure becomes a refusal with the reason.
 
-    What is recorded, confirmed (enqueued after the push) and cancelled goes into ``ledger``.
+    The intents recorded (settled after receive-pack) go into ``ledger``.
     """
     try:
-        if request.hook == "pre-receive":
-            check_ref_updates(request.updates)
-            return _OK
-        if request.hook != "reference-transaction":
+        if request.hook != "pre-receive":
             return hookwire.Answer(False, f"forge-ci: unknown hook {request.hook!r}")
-        if request.phase == "prepared":
-            faults.pause_at(ctx.settings, "pause-before-record")
-            try:
-                with unavailable_on_failure(), ctx.database.session() as session:
-                    ledger.recorded.update(record_intents(session, push, request.updates))
-            except Unavailable:
-                return hookwire.Answer(
-                    False,
-                    "forge-ci: this push cannot be recorded because the database is "
-                    "unavailable; no ref was changed. Try again later.",
-                )
-            faults.pause_at(ctx.settings, "pause-before-prepared-answer")
-        elif request.phase == "committed":
-            faults.pause_at(ctx.settings, "pause-before-committed-mark")
+        check_ref_updates(request.updates)
+        faults.pause_at(ctx.settings, "pause-before-record")
+        try:
             with unavailable_on_failure(), ctx.database.session() as session:
-                ledger.confirmed += confirm_updates(session, ctx.settings, push, request.updates)
-        elif request.phase == "aborted":
-            with unavailable_on_failure(), ctx.database.session() as session:
-                ledger.aborted.update(mark_aborted(session, push, request.updates))
+                ids = record_intents(session, push, events_in(request.updates))
+        except Unavailable:
+            return hookwire.Answer(
+                False,
+                "forge-ci: this push cannot be recorded because the database is "
+                "unavailable; no ref was changed. Try again later.",
+            )
+        ledger.recorded.update(ids)
+        faults.pause_at(ctx.settings, "pause-before-answer")
         return _OK
     except ForgeCIError as exc:
         return hookwire.Answer(False, f"forge-ci: {exc.message}")

@@ -18,7 +18,7 @@ import paramiko
 
 from forge_ci.db import Database
 from forge_ci.errors import ConfigurationError
-from forge_ci.hookchecks import git_problem, hook_problems
+from forge_ci.hookchecks import hook_problems
 from forge_ci.queueing import JobQueue
 from forge_ci.settings import Settings
 from ssh.admission import Admission, Limits, Ticket
@@ -56,9 +56,6 @@ class SshServer:
         self._owns_database = database is None
         self.database = database or Database(settings)
         self.database.require_current_schema()
-        problem = git_problem()
-        if problem is not None:
-            log.warning("pushes will be refused: %s", problem)
         problems = hook_problems(settings.hooks_dir)
         if problems:
             log.warning(

@@ -78,7 +78,7 @@ class _Worker(Worker):
         except SQLAlchemyError as exc:  # the claim runs out by itself
             log.warning("push event %s: could not release its claim: %s", job.args[0], exc)
         finally:
-            self.database.engine.dispose()  # the next work horse forks from this process
+            self.database.dispose()  # the next work horse forks from this process
 
 
 def scan(settings: Settings, database: Database, queue: JobQueue) -> list[int]:
@@ -156,7 +156,7 @@ def run(
                 log.warning("scan skipped, database unavailable: %s", exc)
             finally:
                 # RQ forks a work horse per job: leave it no pooled connection to share.
-                database.engine.dispose()
+                database.dispose()
             if stopping.is_set():
                 break
             try:

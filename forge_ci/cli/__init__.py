@@ -8,18 +8,23 @@ workflow parser. ``forge-ci --help`` lists every command from the one-line help 
 command that starts a front door (web, ssh, worker, provider) also imports it inside the command,
 never at module level.
 
+The click side (the root group ``cli``, ``LazyGroup``, ``command_tree``) is
+:mod:`forge_ci.cli.root`, re-exported here on first use: ``forge-ci workflow validate FILES``
+runs without importing click at all (:mod:`forge_ci.cli.validating`).
+
 Errors: a ``ForgeCIError`` ends the command with exit status 2 and one line on stderr naming the
 problem. Nothing else is caught here: a crash is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from typing import TYPE_CHECKING, Any
 
-import click
-
-from forge_ci.cli.common import run_cli
+if TYPE_CHECKING:
+    from forge_ci.cli.root import LazyGroup as LazyGroup
+    from forge_ci.cli.root import cli as cli
+    from forge_ci.cli.root import command_tree as command_tree
 
 #: The root's commands: name -> (module in ``forge_ci.cli``, attribute, first sentence of its
 #: help, which ``forge-ci --help`` shows).
@@ -84,60 +89,24 @@ SUBCOMMANDS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def _attribute(module: str, name: str) -> click.Command:
-    command = getattr(importlib.import_module(f"forge_ci.cli.{module}"), name)
-    assert isinstance(command, click.Command), (module, name)
-    return command
+def __getattr__(name: str) -> Any:
+    if name in ("cli", "LazyGroup", "command_tree"):
+        from forge_ci.cli import root
 
-
-class LazyGroup(click.Group):
-    """The root group: each command is imported the first time it is looked up."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            module, attribute, _ = COMMANDS[cmd_name]
-            command = _attribute(module, attribute)
-            if isinstance(command, click.Group):
-                for sub_module, sub_attribute in SUBCOMMANDS.get(cmd_name, ()):
-                    command.add_command(_attribute(sub_module, sub_attribute))
-            self.add_command(command, cmd_name)
-        return self.commands.get(cmd_name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Click's own listing, over stand-ins that carry only the one-line help: the same text
-        # as the loaded commands would give, without importing them.
-        stand_ins = click.Group(
-            commands=[click.Command(name, help=line) for name, (*_, line) in COMMANDS.items()]
-        )
-        click.Group.format_commands(stand_ins, ctx, formatter)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="forge-ci")
-def cli() -> None:
-    """forge-ci: CI pipelines for a self-hosted git forge."""
-
-
-def command_tree(group: click.Group = cli) -> dict[tuple[str, ...], click.Command]:
-    """Every leaf command by its words (``("run", "logs")``), importing every module.
-
-    For checks that walk the whole tree (docs, tests); a command run needs only its own.
-    """
-    ctx = click.Context(group)
-    found: dict[tuple[str, ...], click.Command] = {}
-    for name in group.list_commands(ctx):
-        command = group.get_command(ctx, name)
-        assert command is not None, name
-        if isinstance(command, click.Group):
-            found |= {(name, *path): leaf for path, leaf in command_tree(command).items()}
-        else:
-            found[(name,)] = command
-    return found
+        return getattr(root, name)
+    raise AttributeError(f"module 'forge_ci.cli' has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point."""
-    return run_cli(cli, sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:2] == ["workflow", "validate"]:
+        from forge_ci.cli.validating import fast_validate
+
+        status = fast_validate(args[2:])
+        if status is not None:
+            return status
+    from forge_ci.cli.common import run_cli
+    from forge_ci.cli.root import cli
+
+    return run_cli(cli, args)

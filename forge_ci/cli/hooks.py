@@ -15,7 +15,7 @@ def hooks() -> None:
 
 @hooks.command("install")
 def hooks_install() -> None:
-    """(Re)write pre-receive and reference-transaction into the data directory's hooks/."""
+    """(Re)write pre-receive into the data directory's hooks/ (and remove retired hooks)."""
     from hooks.install import install_hooks
 
     require_data_dir(settings())

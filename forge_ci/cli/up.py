@@ -224,8 +224,8 @@ def up(
     Options win over the environment variables and the configuration file (see
     docs/configuration.md); Ctrl-C stops every service, Redis last.
     """
-    from forge_ci.cli import cli as root
     from forge_ci.cli.database import init
+    from forge_ci.cli.root import cli as root
     from forge_ci.cli.supervisor import Supervisor, private_redis_socket, redis_child, service_child
 
     ctx = click.get_current_context()

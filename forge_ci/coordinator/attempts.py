@@ -49,7 +49,7 @@ from forge_ci.protocol import (
     HeartbeatRequest,
     StartRequest,
 )
-from forge_ci.runs.scheduling import complete_job, request_job_cancel, requeue_job
+from forge_ci.runs.scheduling import complete_job, lock_run, request_job_cancel, requeue_job
 
 MINUTE = timedelta(minutes=1)
 #: Attempts in a row that no runner started before the job is lost instead of queued again
@@ -132,6 +132,15 @@ def reconcile(session: Session, attempt: Attempt, now: datetime) -> None:
     verdict = due_verdict(attempt, now)
     if verdict is None:
         return
+    if verdict.unstarted:
+        # Whether the job may be queued again is decided under its run's lock (which reloads
+        # the job): a cancellation committed since the job was read would otherwise make
+        # requeue_job refuse, rolling back the whole request or sweep batch. Seen now, the
+        # cancellation decides as if it had come first.
+        lock_run(session, job.run_id)
+        if observe_cancel(attempt, job):
+            verdict = due_verdict(attempt, now)
+            assert verdict is not None  # a leased attempt with a cancellation ends at once
     requeue = verdict.unstarted and _may_requeue(session, job)
     reason = f"{verdict.reason}; the job is queued again" if requeue else verdict.reason
     terminate(session, attempt, verdict.conclusion, reason, now, by_server=True, requeue=requeue)

@@ -7,9 +7,10 @@ fewer round trips; anything unusual is left to that path (the caller rolls back 
                + every (repository, label set) with queued jobs in scope, with its fairness
                keys (last claim, oldest entry)              ─ one SELECT, also the SQLite pre-check
     [touch]    the provider's contact time, at most every 10 s
-    [lock]     PostgreSQL: the chosen repository's scheduling row, FOR UPDATE SKIP LOCKED
-    2 take     the oldest queue entry of that repository and label set, with its job, run,
-               the requester's user row and membership       ─ one SELECT (index seek)
+    2 take     the oldest head of the chosen repository's label sets, with its job, run,
+               the requester's user row and membership, and on PostgreSQL the repository's
+               scheduling row FOR UPDATE SKIP LOCKED          ─ one SELECT (index seeks)
+    [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again
     3 move     job queued -> running, run queued -> running (the state table decides both),
                the queue entry and its count                 ─ UPDATEs and a DELETE
     4 insert   the attempt (RETURNING id), its steps (one multi-row INSERT)
@@ -105,7 +106,8 @@ class Look:
     #: A replay, a reused token or a provider waiting out its own cancellation.
     unusual: bool
     waiting: bool
-    #: Label keys ordered oldest head first; candidates in fairness order.
+    #: Candidates in fairness order (which of a repository's label sets goes first is decided
+    #: by the take, after the lock).
     candidates: list[Candidate] = field(default_factory=list)
 
     def contact_due(self, now: datetime) -> bool:
@@ -207,12 +209,13 @@ def _look_statement() -> Any:
 
 
 @cache
-def _lock_statements() -> tuple[Any, Any]:
+def _wait_statement() -> Any:
+    """PostgreSQL: wait for a busy repository's scheduling row."""
     sequences = table_of(RunSequence)
     query = select(sequences.c.repository_id).where(
         sequences.c.repository_id == bindparam("repository_id")
     )
-    return query.with_for_update(skip_locked=True), query.with_for_update()
+    return query.with_for_update()
 
 
 @dataclass(frozen=True)
@@ -267,9 +270,34 @@ def _plan_entry(dialect: str) -> Any:
 
 
 @cache
-def _take_statement(dialect: str) -> Any:
+def _take_statement(dialect: str, locking: bool = False) -> Any:
+    """The take; ``locking`` (PostgreSQL): also the repository's scheduling row, ``FOR UPDATE
+    SKIP LOCKED``, in the same round trip (no row: busy, or nothing queued any more)."""
+    statement = _take(dialect)
+    if not locking:
+        return statement
+    sequences = table_of(RunSequence)
+    return statement.join(
+        sequences, sequences.c.repository_id == table_of(QueueCount).c.repository_id
+    ).with_for_update(of=sequences, skip_locked=True)
+
+
+def _take(dialect: str) -> Any:
     jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
     users, memberships, attempts = table_of(User), table_of(Membership), table_of(Attempt)
+    counts, others = table_of(QueueCount), table_of(QueuedJob).alias("heads")
+    # The head of each of the repository's label sets, by index seek (flat in queue depth),
+    # and the oldest of those heads, read by the statement that takes the repository lock (not
+    # in the look): a claim that took a head before it cannot make us pass over an older job of
+    # another label set. One that commits between this statement's snapshot and its lock left
+    # us a taken job: its move finds it no longer queued and the ORM path decides.
+    head = (
+        select(others.c.job_id)
+        .where(others.c.repository_id == counts.c.repository_id, others.c.labels == counts.c.labels)
+        .order_by(others.c.queued_at, others.c.job_id)
+        .limit(1)
+        .scalar_subquery()
+    )
     last_number = (
         select(func.max(attempts.c.number))
         .where(attempts.c.job_id == entries.c.job_id)
@@ -287,8 +315,10 @@ def _take_statement(dialect: str) -> Any:
             users.c.is_active,
             memberships.c.role,
             last_number.label("last_number"),
+            entries.c.labels.label("queue_labels"),
         )
-        .select_from(entries)
+        .select_from(counts)
+        .join(entries, entries.c.job_id == head)
         .join(jobs, jobs.c.id == entries.c.job_id)
         .join(runs, runs.c.id == jobs.c.run_id)
         .join(table_of(Repository), table_of(Repository).c.id == runs.c.repository_id)
@@ -301,8 +331,9 @@ def _take_statement(dialect: str) -> Any:
             ),
         )
         .where(
-            entries.c.repository_id == bindparam("repository_id"),
-            entries.c.labels == bindparam("labels"),
+            counts.c.repository_id == bindparam("repository_id"),
+            counts.c.labels.in_(bindparam("labels", expanding=True)),
+            counts.c.queued > 0,
         )
         .order_by(entries.c.queued_at, entries.c.job_id)
         .limit(1)
@@ -348,7 +379,6 @@ def look(session: Session, token: str, request: ClaimRequest) -> Look | None:
         },
     )
     seen: Look | None = None
-    heads: dict[int, list[tuple[datetime, int, str]]] = {}
     found: dict[int, Candidate] = {}
     for row in rows:
         if seen is None:
@@ -375,14 +405,12 @@ def look(session: Session, token: str, request: ClaimRequest) -> Look | None:
             row.repository_id,
             Candidate(row.repository_id, bool(row.has_row), served=row.served or EPOCH),
         )
-        heads.setdefault(row.repository_id, []).append((row.head_at, row.head_id, row.labels))
+        candidate.label_keys.append(row.labels)
         candidate.oldest = (
             row.head_at if candidate.oldest == EPOCH else min(candidate.oldest, row.head_at)
         )
     if seen is None:
         return None
-    for repository_id, entries in heads.items():
-        found[repository_id].label_keys = [labels for _, _, labels in sorted(entries)]
     seen.candidates = fairness_order(list(found.values()))
     return seen
 
@@ -438,20 +466,20 @@ def claim_direct(
     if seen.waiting:
         return UNHANDLED
     postgres = not is_sqlite(session)
-    skip, wait = _lock_statements()
+    wait = _wait_statement()
     busy: list[Candidate] = []
-    holding = False
     for candidate in seen.candidates:
-        if postgres and candidate.has_row:
-            locked = session.connection().execute(skip, {"repository_id": candidate.repository_id})
-            if locked.first() is None:
-                busy.append(candidate)
-                continue
-            holding = True
-        taken = _take_from(session, seen, candidate, request, now, source, lease)
+        # PostgreSQL: the take also locks the repository's scheduling row (skipping it when
+        # another claimer holds it); a repository without one has nothing to lock.
+        locking = postgres and candidate.has_row
+        taken = _take_from(session, seen, candidate, request, now, source, lease, locking)
         if taken is not None:
             return taken if taken is UNHANDLED else ClaimOutcome(taken)
-    if busy and not holding:
+        if locking:
+            # Locked by another claimer, or emptied since the look (rare: then the wait
+            # below finds nothing, as it would after any other claimer emptied it).
+            busy.append(candidate)
+    if busy:
         # As the ORM path: wait for one busy repository, holding no other repository lock.
         chosen = random.choice(busy)
         session.connection().execute(wait, {"repository_id": chosen.repository_id})
@@ -470,18 +498,16 @@ def _take_from(
     now: datetime,
     source: secrets.SecretSource,
     lease: timedelta,
+    locking: bool = False,
 ) -> Assignment | _Unhandled | None:
-    """The oldest queued job of the candidate leased, UNHANDLED, or None (its queue is empty)."""
-    statement = _take_statement(session.connection().dialect.name)
-    for labels in candidate.label_keys:
-        row = (
-            session.connection()
-            .execute(statement, {"repository_id": candidate.repository_id, "labels": labels})
-            .first()
-        )
-        if row is not None:
-            return _lease(session, seen, row, labels, request, now, source, lease)
-    return None
+    """The oldest queued job of the candidate's label sets leased, UNHANDLED, or None (their
+    queues are empty; ``locking``: or the repository is another claimer's)."""
+    statement = _take_statement(session.connection().dialect.name, locking)
+    parameters = {"repository_id": candidate.repository_id, "labels": candidate.label_keys}
+    row = session.connection().execute(statement, parameters).first()
+    if row is None:
+        return None
+    return _lease(session, seen, row, row.queue_labels, request, now, source, lease)
 
 
 def _lease(

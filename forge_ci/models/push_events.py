@@ -1,13 +1,14 @@
 """Push events: one row per ref update accepted (or attempted) through a push.
 
-A row starts as the intent the ``reference-transaction`` hook records in git's ``prepared`` phase,
-before git moves the ref, and ends as a durable event a worker can act on::
+A row starts as the intent the SSH parent records when ``pre-receive`` reports a push's
+updates, before git moves any ref (the repository lock is held for the whole push), and ends as
+a durable event a worker can act on::
 
-               committed hook, or recovery finding the ref at new
+               settling after receive-pack, finding the ref at new
     prepared ----------------------------------------------------> confirmed ----> received
         |          (the commit is pinned in the same step)                    worker
         +----------------------------------------------------> aborted
-               aborted hook, or recovery finding the ref at old
+               settling, finding the ref still at old
 
 ``confirmed`` means: git moved the ref, the commit is pinned under
 ``refs/forge-ci/push-events/<id>`` (deletions have nothing to pin) and the row is committed, so

@@ -1,9 +1,9 @@
-"""Intents: what the ``reference-transaction`` hook records before git moves a ref.
+"""Intents: what a push's ``pre-receive`` report records before git moves any ref.
 
-Called by the SSH parent on the hook's behalf (the hooks hold no database connection; see
-``forge_ci.hookwire``). Each function commits before it returns: git continues only after the
-answer, so the row must be durable by then. The ``committed`` phase is answered by
-``forge_ci.pushes.settling.confirm_updates``, which pins as it confirms.
+Called by the SSH parent on the hook's behalf (the hook holds no database connection; see
+``forge_ci.hookwire``). ``record_intents`` commits before it returns: git moves refs only after
+the answer, so the rows must be durable by then. When receive-pack has ended,
+``forge_ci.pushes.settling.settle_push`` confirms (and pins) or aborts them against the refs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from forge_ci.db import begin_write
@@ -40,16 +40,14 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
 
     Idempotent per push: the same update reported again is not recorded twice. A different
     update of a ref this push already recorded is a Conflict (git never does that). Refs the
-    policy refuses are refused here too, so a bypassed pre-receive still records nothing.
+    policy refuses are refused here too, whoever the caller.
     """
     wanted = list(updates)
     check_ref_updates(wanted)
     begin_write(session)
-    # Only this request's refs: git reports a non-atomic push one ref at a time, so loading the
-    # whole push again for each would make a push of N refs cost N^2.
     existing = {e.ref: e for e in session_events(session, push, [u.ref for u in wanted])}
     ids: list[int] = []
-    added: list[PushEvent] = []
+    rows: list[dict[str, object]] = []
     for update in wanted:
         known = existing.get(update.ref)
         if known is not None:
@@ -60,19 +58,19 @@ def record_intents(session: Session, push: PushContext, updates: Iterable[Update
                 )
             ids.append(known.id)
             continue
-        event = PushEvent(
-            repository_id=push.repository_id,
-            pusher_id=push.pusher_id,
-            push_session=push.session_id,
-            ref=update.ref,
-            old_sha=update.old,
-            new_sha=update.new,
-            state=PushEventState.PREPARED.value,
+        rows.append(
+            {
+                "repository_id": push.repository_id,
+                "pusher_id": push.pusher_id,
+                "push_session": push.session_id,
+                "ref": update.ref,
+                "old_sha": update.old,
+                "new_sha": update.new,
+                "state": PushEventState.PREPARED.value,
+            }
         )
-        session.add(event)
-        added.append(event)
-    session.flush()
-    ids += [e.id for e in added]
+    if rows:  # one multi-row INSERT ... RETURNING, not one ORM object per ref
+        ids += session.scalars(insert(PushEvent).returning(PushEvent.id), rows)
     session.commit()
     return sorted(ids)
 
@@ -82,36 +80,24 @@ _CHUNK = 500
 
 
 def session_events(
-    session: Session, push: PushContext, refs: Iterable[str], *, prepared: bool = False
+    session: Session,
+    push: PushContext,
+    refs: Iterable[str] | None = None,
+    *,
+    prepared: bool = False,
 ) -> list[PushEvent]:
-    """The events of ``push`` for these refs (only those still ``prepared``), oldest first.
+    """The events of ``push`` (for these refs; only those still ``prepared``), oldest first.
 
-    Found through the (push_session, ref) unique index, so the cost follows ``refs``, not how
-    many events the push has recorded before.
+    Found through the (push_session, ref) unique index.
     """
-    names = sorted(set(refs))
-    found: list[PushEvent] = []
-    for start in range(0, len(names), _CHUNK):
-        query = select(PushEvent).where(
-            PushEvent.push_session == push.session_id,
-            PushEvent.ref.in_(names[start : start + _CHUNK]),
-        )
-        if prepared:
-            query = query.where(PushEvent.state == PushEventState.PREPARED.value)
-        found += session.scalars(query)
+    query = select(PushEvent).where(PushEvent.push_session == push.session_id)
+    if prepared:
+        query = query.where(PushEvent.state == PushEventState.PREPARED.value)
+    if refs is None:
+        found = list(session.scalars(query))
+    else:
+        names = sorted(set(refs))
+        found = []
+        for start in range(0, len(names), _CHUNK):
+            found += session.scalars(query.where(PushEvent.ref.in_(names[start : start + _CHUNK])))
     return sorted(found, key=lambda event: event.id)
-
-
-def mark_aborted(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:
-    """Git gave up on these updates (``aborted`` phase): prepared -> aborted. Returns their ids."""
-    wanted = {(u.ref, u.old, u.new) for u in updates}
-    if not wanted:
-        return []
-    begin_write(session)
-    moved = []
-    for event in session_events(session, push, [ref for ref, _, _ in wanted], prepared=True):
-        if (event.ref, event.old_sha, event.new_sha) in wanted:
-            event.move_to(PushEventState.ABORTED)
-            moved.append(event.id)
-    session.commit()
-    return moved

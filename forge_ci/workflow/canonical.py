@@ -3,11 +3,16 @@
 A run's plan is stored and compared by digest, so the same plan must always serialise to the
 same bytes, whatever produced it: keys sorted by UTF-16 code units, no whitespace, UTF-8, strings
 escaped minimally, numbers in ECMAScript's shortest form (``1e21``, ``1e-7``, ``0.1``).
+
+Most plans hold no float and only keys of the Basic Multilingual Plane; for those, the standard
+library's C encoder (sorted keys, no whitespace, minimal escapes) writes exactly these bytes, about
+three times faster than the walk below, which every other value still takes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable
 from json.encoder import encode_basestring
@@ -19,6 +24,8 @@ _quote: Callable[[str], str] = encode_basestring
 
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 serialisation of a JSON-able value (dict, list, str, int, float, bool, None)."""
+    if _c_encodable(value):
+        return _c_dumps(value).encode("utf-8")
     out: list[str] = []
     _write(value, out.append)
     return "".join(out).encode("utf-8")
@@ -27,6 +34,46 @@ def canonical_json(value: Any) -> bytes:
 def digest(value: Any) -> str:
     """SHA-256 hex of the canonical serialisation."""
     return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+#: The C encoder, configured as RFC 8785 writes: its key sort is code point order, which is UTF-16
+#: order for keys without characters beyond U+FFFF, and it quotes with ``encode_basestring``.
+_c_dumps = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+).encode
+
+
+def _c_encodable(value: Any) -> bool:
+    """Whether the C encoder writes ``value`` exactly as :func:`_write` would.
+
+    Only exact dicts with str keys within the BMP, lists, tuples, str, int, bool and None; a
+    float (formatted differently), any other type or key (refused by :func:`_write`) goes the
+    slow way, which also raises its errors.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
+                return False
+            item_kind = type(item)
+            if item_kind is str or item_kind is int or item_kind is bool or item is None:
+                continue
+            if item_kind is dict or item_kind is list or item_kind is tuple:
+                if _c_encodable(item):
+                    continue
+            return False
+        return True
+    if kind is list or kind is tuple:
+        for item in value:
+            item_kind = type(item)
+            if item_kind is str or item_kind is int or item_kind is bool or item is None:
+                continue
+            if item_kind is dict or item_kind is list or item_kind is tuple:
+                if _c_encodable(item):
+                    continue
+            return False
+        return True
+    return kind is str or kind is int or kind is bool or value is None
 
 
 def _write(value: Any, emit: Callable[[str], None]) -> None:

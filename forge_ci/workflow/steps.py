@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from forge_ci.protocol import CHECKOUT as CHECKOUT
+from forge_ci.protocol.steps import CHECKOUT as CHECKOUT
 from forge_ci.protocol.steps import INPUT_NAME_RE
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
 from forge_ci.workflow.checkout import parse_checkout_with

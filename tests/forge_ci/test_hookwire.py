@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from forge_ci.hookwire import (
-    REFERENCE_TRANSACTION,
     Answer,
     Request,
     WireError,
@@ -22,8 +21,8 @@ ZERO, A, B = "0" * 40, "a" * 40, "b" * 40
 
 def test_requests_and_answers_round_trip() -> None:
     request = Request(
-        "reference-transaction",
-        "prepared",
+        "pre-receive",
+        "-",
         "abc123",
         (Update(ZERO, A, "refs/heads/main"), Update(A, B, "refs/tags/v1")),
     )
@@ -72,12 +71,7 @@ def test_only_real_moves_outside_forge_ci_make_events() -> None:
     events = (Update(ZERO, A, "refs/heads/main"), Update(A, ZERO, "refs/tags/v1"))
     assert events_in(updates) == events
     assert is_zero(ZERO) and is_zero("0" * 64) and not is_zero(A)
-    # The filter is applied once, where a reference-transaction request is decoded; pre-receive
-    # sees every update, since it must refuse pushes into refs/forge-ci/.
-    for phase in ("prepared", "committed", "aborted"):
-        request = decode_request(
-            encode_request(Request(REFERENCE_TRANSACTION, phase, "s", updates))
-        )
-        assert request.updates == events
+    # The wire carries every update: the SSH parent must see (and refuse) pushes into
+    # refs/forge-ci/, and records only the events among them.
     request = decode_request(encode_request(Request("pre-receive", "-", "s", updates)))
     assert request.updates == updates

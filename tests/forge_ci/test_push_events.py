@@ -22,9 +22,9 @@ from forge_ci.pushes.events import (
     repositories_with_open_events,
 )
 from forge_ci.pushes.inspection import resolve_push_event
-from forge_ci.pushes.intents import PushContext, mark_aborted, record_intents
+from forge_ci.pushes.intents import PushContext, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates, refusal_reason
-from forge_ci.pushes.settling import Settled, confirm_updates, settle_repository
+from forge_ci.pushes.settling import Settled, settle_push, settle_repository
 from forge_ci.refs import Update, events_in
 from forge_ci.repos import create_repository, grant
 from forge_ci.settings import Settings
@@ -149,12 +149,13 @@ def test_a_refusal_names_every_refused_ref() -> None:
 # --- intents ------------------------------------------------------------------------------------
 
 
-def test_intents_are_recorded_once_confirmed_and_cancelled(
+def test_intents_are_recorded_once_then_settled_against_the_refs(
     session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
 ) -> None:
     context = push(session, repo_id)
     a, b = commit(git, "a"), commit(git, "b")
-    # What a reference-transaction request holds once decoded (hookwire drops the rest).
+    set_ref(git, "refs/heads/dev", a)
+    # What the SSH parent records of a pre-receive request: the updates that make events.
     updates = events_in(
         [
             Update(ZERO, a, "refs/heads/main"),
@@ -166,26 +167,48 @@ def test_intents_are_recorded_once_confirmed_and_cancelled(
     )
     ids = record_intents(session, context, updates)
     assert len(ids) == 2
-    assert record_intents(session, context, updates) == ids  # git repeating itself
+    assert record_intents(session, context, updates) == ids  # the same report again
     assert states(session) == {"refs/heads/main": "prepared", "refs/heads/dev": "prepared"}
     with pytest.raises(Conflict, match="already recorded"):
         record_intents(session, context, [Update(ZERO, b, "refs/heads/main")])
     session.rollback()
 
-    main = [Update(ZERO, a, "refs/heads/main")]
-    [main_id] = confirm_updates(session, settings, context, main)
-    assert confirm_updates(session, settings, context, main) == []  # already confirmed
-    assert str(git.references[f"refs/forge-ci/push-events/{main_id}"].target) == a
-    assert mark_aborted(session, context, [Update(a, b, "refs/heads/dev")]) == [max(ids)]
-    # Another push's callbacks never touch these rows.
+    # Another push's settling never touches these rows.
     other = push(session, repo_id, "s2")
-    assert mark_aborted(session, other, main) == []
-    assert confirm_updates(session, settings, other, [Update(a, b, "refs/heads/dev")]) == []
+    assert settle_push(session, settings, other) == Settled()
+    # git moved main and refused dev (dev is still at its old value).
+    set_ref(git, "refs/heads/main", a)
+    settled = settle_push(session, settings, context)
+    main_id, dev_id = ids
+    assert settled == Settled(confirmed=[main_id], aborted=[dev_id])
+    assert settle_push(session, settings, context) == Settled()  # nothing open any more
+    assert str(git.references[f"refs/forge-ci/push-events/{main_id}"].target) == a
     assert states(session) == {"refs/heads/main": "confirmed", "refs/heads/dev": "aborted"}
     event = session.scalar(select(PushEvent).where(PushEvent.ref == "refs/heads/dev"))
     assert event is not None and event.settled_at is not None
     assert event.pusher.name == "alice" and event.push_session == "s1"
     session.rollback()
+
+
+def test_settling_a_push_reports_refs_moved_outside_forge_ci_and_keeps_them_open(
+    session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
+) -> None:
+    c1, c2, c3 = commit(git, "one"), commit(git, "two"), commit(git, "three")
+    set_ref(git, "refs/heads/main", c1)
+    context = push(session, repo_id)
+    main_id, ok_id = record_intents(
+        session, context, [Update(c1, c2, "refs/heads/main"), Update(ZERO, c2, "refs/heads/ok")]
+    )
+    set_ref(git, "refs/heads/main", c3)  # by hand, while the push was in flight
+    set_ref(git, "refs/heads/ok", c2)
+    settled = settle_push(session, settings, context)
+    assert settled.confirmed == [ok_id] and settled.aborted == []
+    [problem] = settled.problems
+    assert f"push event {main_id} (refs/heads/main" in problem and f"now at {c3[:12]}" in problem
+    assert states(session) == {"refs/heads/main": "prepared", "refs/heads/ok": "confirmed"}
+    # ...and the repository's next write is refused until an operator looks.
+    with pytest.raises(NeedsInspection, match=f"push event {main_id} "):
+        settle_repository(session, settings, repo_id)
 
 
 def test_intents_for_refused_refs_are_not_recorded(session: Session, repo_id: int) -> None:
@@ -258,7 +281,7 @@ def test_a_confirmation_leaves_nothing_to_settle(
     update = [Update(ZERO, c1, "refs/heads/main")]
     [event_id] = record_intents(session, context, update)
     set_ref(git, "refs/heads/main", c1)
-    assert confirm_updates(session, settings, context, update) == [event_id]
+    assert settle_push(session, settings, context).confirmed == [event_id]
     assert settle_repository(session, settings, repo_id).confirmed == []
     assert str(git.references[f"refs/forge-ci/push-events/{event_id}"].target) == c1
     assert offered_event_ids(session) == [event_id]
@@ -314,10 +337,10 @@ def test_a_vanished_ref_or_commit_needs_inspection(
     missing = "1234567890" * 4
     ghost = [Update(ZERO, missing, "refs/heads/ghost")]
     record_intents(session, other, ghost)
-    # git says it moved the ref, but the commit cannot be pinned: left for settling to judge
-    assert confirm_updates(session, settings, other, ghost) == []
-    # ...as it is when the ref points at an object the repository does not have.
+    # The ref points at an object the repository does not have: it cannot be pinned.
     (Path(git.path) / "refs/heads/ghost").write_text(missing + "\n")
+    [problem] = settle_push(session, settings, other).problems
+    assert "commit is missing" in problem
     with pytest.raises(NeedsInspection, match="commit is missing"):
         settle_repository(session, settings, repo_id)
 

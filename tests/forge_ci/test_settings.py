@@ -105,7 +105,7 @@ def test_test_faults_need_testing_switched_on(tmp_path: Path) -> None:
     assert settings.test_fault("pause-before-record") is not None
     fault = settings.test_fault("job-minute-seconds")
     assert fault is not None and fault.argument == "2"
-    assert settings.test_fault("pause-before-committed-mark") is None
+    assert settings.test_fault("pause-before-confirm") is None
     # No fault can switch a check off: the benchmark's push without hooks is not a fault.
     with pytest.raises(ConfigurationError, match="unknown fault 'unhooked'"):
         load_settings(env={**base, "FORGE_CI_TESTING": "1", "FORGE_CI_TEST_FAULTS": "unhooked=a/b"})

@@ -122,10 +122,12 @@ def busy(settings: Settings, database: Database) -> Iterator[None]:
 def _slow_selects(database: Database) -> None:
     """Widen every transaction's read-then-write window (a timing fault, nothing mocked)."""
 
-    @event.listens_for(database.engine, "before_cursor_execute")
     def _slow(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
             time.sleep(SLOW_SELECT_SECONDS)
+
+    for engine in database.engines:
+        event.listen(engine, "before_cursor_execute", _slow)
 
 
 # --- the world the use cases act on ------------------------------------------------------------

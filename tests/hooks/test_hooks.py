@@ -1,4 +1,4 @@
-"""The hook program as git runs it: installed under both names, answered by a real listener."""
+"""The hook program as git runs it: installed as pre-receive, answered by a real listener."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from forge_ci import hookwire
 from forge_ci.errors import ConfigurationError
+from forge_ci.hookchecks import hook_problems
 from forge_ci.refs import Update
 from forge_ci.settings import load_settings
 from hooks.install import check_bash_tcp, find_bash, hook_program, install_hooks
@@ -71,22 +72,30 @@ def recorder() -> Iterator[Recorder]:
 # --- installation -------------------------------------------------------------------------------
 
 
-def test_install_writes_one_bash_program_under_both_names(hooks_dir: Path) -> None:
-    assert sorted(p.name for p in hooks_dir.iterdir()) == ["pre-receive", "reference-transaction"]
-    texts = set()
-    for path in hooks_dir.iterdir():
-        assert stat.S_IMODE(path.stat().st_mode) == 0o755
-        texts.add(path.read_text())
-    [text] = texts
+def test_install_writes_the_bash_program_as_pre_receive_and_retires_the_old_hook(
+    hooks_dir: Path,
+) -> None:
+    assert sorted(p.name for p in hooks_dir.iterdir()) == ["pre-receive"]
+    path = hooks_dir / "pre-receive"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+    text = path.read_text()
     assert text.startswith(f"#!{find_bash()}\n")
     assert "@" not in text  # every placeholder filled in
     for value in (hookwire.ENV_SESSION, hookwire.ENV_PORT, hookwire.ENV_ANSWER_KEY, hookwire.MAGIC):
         assert value in text
     code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     assert not [line for line in code if "python" in line]  # nothing that takes 15-20 ms to start
+    # An earlier version's reference-transaction hook makes the hooks "not ready" (git would
+    # start it twice per ref, and nobody answers it) until a reinstall removes it.
+    (hooks_dir / "reference-transaction").write_text(text)
+    (hooks_dir / "reference-transaction").chmod(0o755)
+    assert hook_problems(hooks_dir) == [
+        "reference-transaction is left from an earlier forge-ci version"
+    ]
     # Reinstalling rewrites in place and leaves no temporary files behind.
     install_hooks(load_settings(env={"FORGE_CI_DATA_DIR": str(hooks_dir.parent)}))
-    assert sorted(p.name for p in hooks_dir.iterdir()) == ["pre-receive", "reference-transaction"]
+    assert sorted(p.name for p in hooks_dir.iterdir()) == ["pre-receive"]
+    assert hook_problems(hooks_dir) == []
 
 
 def test_a_bash_that_cannot_open_tcp_connections_is_refused() -> None:
@@ -118,46 +127,25 @@ def test_pre_receive_asks_the_push_and_obeys(hooks_dir: Path, recorder: Recorder
     assert result.stderr == "forge-ci: push refused:\n  because\n"
 
 
-def test_reference_transaction_reports_real_updates_of_each_phase(
+def test_pre_receive_hands_over_every_line_of_a_large_push_in_one_request(
     hooks_dir: Path, recorder: Recorder
 ) -> None:
-    lines = (
-        f"{ZERO} {A} refs/heads/main\n"
-        f"{ZERO} {A} HEAD\n"  # git's reflog-only mirror of the branch HEAD points to
-        f"{ZERO} {ZERO} refs/heads/gone\n"  # git's no-op packed-refs deletion
-        f"{ZERO} {A} refs/forge-ci/push-events/1\n"
-    )
-    for phase in ("prepared", "committed", "aborted"):
-        result = run_hook(hooks_dir, "reference-transaction", phase, stdin=lines, env=recorder.env)
-        assert result.returncode == 0, result.stderr
-    assert [(r.phase, r.updates) for r in recorder.requests] == [
-        (phase, (Update(ZERO, A, "refs/heads/main"),))
-        for phase in ("prepared", "committed", "aborted")
-    ]
-    recorder.answer = hookwire.Answer(False, "forge-ci: cannot record")
-    result = run_hook(hooks_dir, "reference-transaction", "prepared", stdin=lines, env=recorder.env)
-    assert (result.returncode, result.stderr) == (1, "forge-ci: cannot record\n")
-
-
-def test_what_is_not_a_recorded_update_never_reaches_the_parent(
-    hooks_dir: Path, recorder: Recorder
-) -> None:
-    nothing = f"{ZERO} {A} HEAD\n{ZERO} {ZERO} refs/heads/x\n{ZERO} {A} refs/forge-ci/p/1\n"
-    for args, stdin in (
-        (["preparing"], f"{ZERO} {A} refs/heads/main\n"),  # git 2.46+: before any lock
-        (["prepared"], nothing),
-        (["prepared"], ""),
-    ):
-        result = run_hook(hooks_dir, "reference-transaction", *args, stdin=stdin, env=recorder.env)
-        assert result.returncode == 0, result.stderr
-    assert recorder.requests == []
+    # Every update of the push, internal refs included: the parent's policy must see (and
+    # refuse) those; what it records is its own business (forge_ci.refs.events_in).
+    updates = [Update(ZERO, A, f"refs/heads/b{n:05d}") for n in range(5000)]
+    updates.append(Update(ZERO, A, "refs/forge-ci/push-events/1"))
+    stdin = "".join(f"{u.old} {u.new} {u.ref}\n" for u in updates)
+    result = run_hook(hooks_dir, "pre-receive", stdin=stdin, env=recorder.env)
+    assert result.returncode == 0, result.stderr
+    [request] = recorder.requests
+    assert request.updates == tuple(updates)
+    # No updates at all (git does not run the hook then): nothing to ask.
+    assert run_hook(hooks_dir, "pre-receive", stdin="", env=recorder.env).returncode == 0
+    assert len(recorder.requests) == 1
 
 
 def test_outside_a_push_session(hooks_dir: Path) -> None:
     line = f"{ZERO} {A} refs/heads/main\n"
-    # An operator's gc or update-ref: nothing to record, nothing refused.
-    for phase in ("prepared", "committed", "aborted"):
-        assert run_hook(hooks_dir, "reference-transaction", phase, stdin=line).returncode == 0
     # A push that did not come through forge-ci's SSH server.
     result = run_hook(hooks_dir, "pre-receive", stdin=line)
     assert result.returncode == 1
@@ -199,17 +187,15 @@ def test_a_missing_silent_or_impostor_parent_refuses(hooks_dir: Path) -> None:
         hookwire.ENV_PORT: str(free_port),
         hookwire.ENV_ANSWER_KEY: "the-real-key",
     }
-    result = run_hook(hooks_dir, "reference-transaction", "prepared", stdin=line, env=env)
+    result = run_hook(hooks_dir, "pre-receive", stdin=line, env=env)
     assert result.returncode == 1 and "cannot reach the forge-ci server" in result.stderr
-    result = run_hook(
-        hooks_dir, "reference-transaction", "prepared", stdin=line, env={hookwire.ENV_SESSION: "s"}
-    )
+    result = run_hook(hooks_dir, "pre-receive", stdin=line, env={hookwire.ENV_SESSION: "s"})
     assert result.returncode == 1 and "no channel to the forge-ci server" in result.stderr
 
     # The server dies after reading the request (kill -9 mid-push): no answer, no update.
     listener, thread = listen(read_request)
     env[hookwire.ENV_PORT] = str(listener.getsockname()[1])
-    result = run_hook(hooks_dir, "reference-transaction", "prepared", stdin=line, env=env)
+    result = run_hook(hooks_dir, "pre-receive", stdin=line, env=env)
     thread.join(10)
     listener.close()
     assert result.returncode == 1 and "ended this push without an answer" in result.stderr
@@ -221,7 +207,7 @@ def test_a_missing_silent_or_impostor_parent_refuses(hooks_dir: Path) -> None:
 
     listener, thread = listen(impostor)
     env[hookwire.ENV_PORT] = str(listener.getsockname()[1])
-    result = run_hook(hooks_dir, "reference-transaction", "prepared", stdin=line, env=env)
+    result = run_hook(hooks_dir, "pre-receive", stdin=line, env=env)
     thread.join(10)
     listener.close()
     assert result.returncode == 1 and "did not come from its forge-ci server" in result.stderr
@@ -243,10 +229,10 @@ def test_strangers_can_neither_stall_nor_join_a_push(hooks_dir: Path, recorder: 
 
 
 def test_unknown_names_and_malformed_input_are_refused(hooks_dir: Path, recorder: Recorder) -> None:
-    other = hooks_dir / "post-receive"
-    other.symlink_to(hooks_dir / "pre-receive")
-    result = run_hook(hooks_dir, "post-receive", env=recorder.env)
-    assert result.returncode == 1 and "'post-receive' is not a forge-ci hook" in result.stderr
+    for name in ("post-receive", "reference-transaction"):
+        (hooks_dir / name).symlink_to(hooks_dir / "pre-receive")
+        result = run_hook(hooks_dir, name, "prepared", env=recorder.env)
+        assert result.returncode == 1 and f"'{name}' is not a forge-ci hook" in result.stderr
     result = run_hook(hooks_dir, "pre-receive", stdin="garbage\n", env=recorder.env)
     assert result.returncode == 1 and "update line 1 is not" in result.stderr  # the parent's word
     assert recorder.requests == []

@@ -1,5 +1,6 @@
-"""kill -9 of ``forge-ci ssh`` between ``prepared`` and ``committed``: nothing is lost, nothing
-is invented, and a ref moved behind forge-ci's back stops writes until someone looks."""
+"""kill -9 of ``forge-ci ssh`` after it recorded a push's intents, before or after git moved the
+refs: nothing is lost, nothing is invented, and a ref moved behind forge-ci's back stops writes
+until someone looks."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def crash_at(
         ]
         server.kill()
         _out, err = push.communicate(timeout=60)
-        assert push.returncode != 0, err  # the pusher never heard that the push succeeded
+        # The pusher never heard that the push succeeded (no exit status came).
+        assert push.returncode != 0, err
         marker.unlink()
     finally:
         server.stop()
@@ -67,7 +69,7 @@ def restarted(settings: Settings, client_for: MakeClient) -> tuple[ServerProcess
 def test_a_crash_before_git_hears_the_answer_aborts_the_intent(
     world: Settings, database: Database, client_for: MakeClient
 ) -> None:
-    _, work, commit = crash_at(world, "pause-before-prepared-answer", client_for, database)
+    _, work, commit = crash_at(world, "pause-before-answer", client_for, database)
     # The hook saw its connection die without an answer, so git refused the update.
     assert "refs/heads/main" not in refs(world)
 
@@ -87,8 +89,8 @@ def test_a_crash_before_git_hears_the_answer_aborts_the_intent(
 def test_a_crash_after_git_moved_the_ref_confirms_the_intent(
     world: Settings, database: Database, client_for: MakeClient
 ) -> None:
-    _, work, first = crash_at(world, "pause-before-committed-mark", client_for, database)
-    # Git had moved the ref before it ran the committed hook; only the record lags behind.
+    _, work, first = crash_at(world, "pause-before-confirm", client_for, database)
+    # receive-pack had moved the ref and ended; only the record lags behind.
     assert refs(world)["refs/heads/main"] == first
 
     server, alice = restarted(world, client_for)
@@ -111,10 +113,11 @@ def test_a_crash_after_git_moved_the_ref_confirms_the_intent(
 def test_a_ref_moved_by_hand_stops_writes_and_names_the_event(
     world: Settings, database: Database, client_for: MakeClient
 ) -> None:
-    _, work, commit = crash_at(world, "pause-before-prepared-answer", client_for, database)
+    # Crashed after git moved the ref (before the pre-receive answer, the pushed commit was
+    # still in git's quarantine, and was dropped with it).
+    _, work, commit = crash_at(world, "pause-before-confirm", client_for, database)
     [(event_id, *_rest)] = events(database)
-    # Someone moves the ref by hand, to a third value (no forge-ci push session: the hook lets
-    # it through, as it lets an operator's git gc through).
+    # Someone moves the ref by hand, to a third value (git update-ref runs no push hook).
     bare = repository_path(world.repositories_dir, "alice", "demo")
     env = {
         **os.environ,

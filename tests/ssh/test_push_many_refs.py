@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from forge_ci.db import Database
+from forge_ci.gitstore import repository_path
 from forge_ci.models import PushEvent, User
 from forge_ci.settings import Settings
 from forge_ci_testing.git import GitClient
@@ -73,6 +74,17 @@ def test_a_thousand_ref_push_records_and_confirms_each_ref_once(
     }
     server_refs = refs(world)
     assert all(server_refs[name] == head for name in names)
+    # The pins went into packed-refs in one rewrite (forge_ci.packedrefs), not 1,000 files,
+    # and git keeps working on the repository: it accepts the file, deletes packed and loose
+    # branches beside it, and repacks it without losing a pin.
+    bare = repository_path(world.repositories_dir, "alice", "demo")
+    assert not (bare / "refs/forge-ci/push-events").exists()
+    subprocess.run(["git", "fsck", "--no-dangling"], cwd=bare, check=True, capture_output=True)
+    result = alice.push(work, *(f":{name}" for name in names[:10]))
+    assert accepted(result) == {name: "-" for name in names[:10]}
+    subprocess.run(["git", "pack-refs", "--all"], cwd=bare, check=True)
+    assert len(event_pins(world)) == 1000 + 10 - 10  # deletions have nothing to pin
+    assert sorted(state for *_, state in events(database)) == ["confirmed"] * 1010
 
 
 def test_concurrent_many_ref_pushers_each_get_exactly_their_events(

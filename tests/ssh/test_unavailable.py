@@ -29,7 +29,7 @@ def break_database(settings: Settings, server: SshServer, request: pytest.Fixtur
     if url.get_backend_name() == "sqlite":
         # Pooled connections would go on writing to the unlinked file; a directory where the
         # file was means nothing can open (or quietly recreate) the database.
-        server.database.engine.dispose()
+        server.database.dispose()
         path = Path(str(url.database))
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)

@@ -272,11 +272,13 @@ def _statements(database: Database) -> Iterator[list[str]]:
     def record(*args: Any) -> None:
         seen.append(args[2])
 
-    event.listen(database.engine, "before_cursor_execute", record)
+    for engine in database.engines:
+        event.listen(engine, "before_cursor_execute", record)
     try:
         yield seen
     finally:
-        event.remove(database.engine, "before_cursor_execute", record)
+        for engine in database.engines:
+            event.remove(engine, "before_cursor_execute", record)
 
 
 def test_an_unchanged_poll_reads_a_few_rows_however_large_the_run(

@@ -223,11 +223,13 @@ def test_a_run_page_looks_its_repository_up_once(
     def record(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
         statements.append(statement)
 
-    event.listen(database.engine, "before_cursor_execute", record)
+    for engine in database.engines:
+        event.listen(engine, "before_cursor_execute", record)
     try:
         response = browser.get(url)
     finally:
-        event.remove(database.engine, "before_cursor_execute", record)
+        for engine in database.engines:
+            event.remove(engine, "before_cursor_execute", record)
     assert response.status_code == 200, response.get_data(as_text=True)
     lookups = [s for s in statements if "FROM repositories JOIN users" in " ".join(s.split())]
     assert len(lookups) == 1, lookups

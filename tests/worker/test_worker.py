@@ -20,7 +20,7 @@ from forge_ci.locks import repository_lock
 from forge_ci.models import PushEvent
 from forge_ci.pushes.events import claim_event, release_claim
 from forge_ci.pushes.intents import PushContext, record_intents
-from forge_ci.pushes.settling import confirm_updates, settle_repository
+from forge_ci.pushes.settling import settle_push, settle_repository
 from forge_ci.queueing import PUSH_EVENTS_QUEUE, JobQueue
 from forge_ci.refs import Update
 from forge_ci.repos import create_repository
@@ -149,7 +149,7 @@ def test_the_scan_settles_crash_leftovers_and_enqueues_confirmed_events(
     git.references.create("refs/heads/done", pygit2.Oid(hex=done_to))
     with database.session() as s:
         context = PushContext(repository_id, pusher_id, "s3", "alice/demo")
-        confirm_updates(s, settings, context, [Update(ZERO, done_to, "refs/heads/done")])
+        assert settle_push(s, settings, context).confirmed == [done]
 
     assert sorted(scan(settings, database, queue)) == sorted([moved, done])
     assert (state(database, moved), state(database, stuck), state(database, done)) == (

@@ -161,3 +161,52 @@ def test_validate_checks_local_actions_offline(
         text.replace("greting", "greeting").replace("      - uses: ./.github/actions/bad\n", "")
     )
     assert main(["workflow", "validate", str(path)]) == 0
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["valid"],
+        ["valid", "invalid"],
+        ["valid", "missing", "invalid"],
+        ["--json", "valid", "invalid"],
+        ["valid", "--json", "missing", "--json"],
+        ["ansi", "invalid"],
+    ],
+)
+def test_validate_without_click_is_validate_through_click(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str], words: list[str]
+) -> None:
+    """``main`` runs plain ``workflow validate`` without click; the result is click's, exactly.
+
+    (Output, stderr and exit status; an ANSI escape in a path is stripped as click strips it.)
+    """
+    from forge_ci.cli.common import run_cli
+    from forge_ci.cli.root import cli
+
+    ansi = files["valid"].with_name("e\x1b[31mred.yml")
+    ansi.write_text(MINIMAL)
+    paths = dict(files, ansi=ansi)
+    args = ["workflow", "validate", *(w if w.startswith("-") else str(paths[w]) for w in words)]
+    fast = main(args), capsys.readouterr()
+    assert "Usage" not in fast[1].err  # the command did run (not a usage error)
+    through_click = run_cli(cli, args), capsys.readouterr()
+    assert fast == through_click
+    assert fast[0] == (2 if "missing" in words else 1 if "invalid" in words else 0)
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["--json"], ["-h"], ["--help"], ["--", "a.yml"], ["--jso", "a.yml"], ["-"]]
+)
+def test_validate_leaves_everything_else_to_click(args: list[str]) -> None:
+    from forge_ci.cli import common, validating
+
+    assert validating.fast_validate(args) is None
+    assert (validating.EXIT_REFUSED, validating.EXIT_INVALID) == (common.EXIT_REFUSED, 1)
+
+
+def test_validate_leaves_shell_completion_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forge_ci.cli import validating
+
+    monkeypatch.setenv("_FORGE_CI_COMPLETE", "bash_complete")
+    assert validating.fast_validate(["a.yml"]) is None

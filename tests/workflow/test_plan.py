@@ -8,9 +8,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from wf_support import MINIMAL, messages
 
-from forge_ci.workflow import Diagnostic, Workflow, build_plan, parse_workflow, plan_digest
+from forge_ci.workflow import (
+    Diagnostic,
+    Workflow,
+    build_plan,
+    canonical,
+    parse_workflow,
+    plan_digest,
+)
 from forge_ci.workflow.canonical import canonical_json, es_number
 
 Accept = Callable[[str], Workflow]
@@ -117,6 +126,26 @@ def test_canonical_json_rfc8785() -> None:
         canonical_json({"x": float("nan")})
     with pytest.raises(TypeError):
         canonical_json({1: "x"})
+
+
+_KEYS = st.text(st.characters(codec="utf-8") | st.sampled_from('\ue000\uffff\U0001f600"\\\x00'))
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _KEYS,
+    lambda inner: st.lists(inner) | st.tuples(inner) | st.dictionaries(_KEYS, inner),
+    max_leaves=30,
+)
+
+
+@given(_JSON)
+def test_the_c_encoder_path_writes_what_the_rfc_8785_walk_writes(value: Any) -> None:
+    # canonical_json takes the C encoder for values without floats or keys beyond U+FFFF.
+    walked: list[str] = []
+    canonical._write(value, walked.append)
+    assert canonical_json(value) == "".join(walked).encode("utf-8")
 
 
 def test_plan_over_one_mebibyte_is_refused(refuse: Refuse, plan_of: PlanOf) -> None:

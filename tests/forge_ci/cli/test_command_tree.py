@@ -101,5 +101,5 @@ def test_the_root_help_imports_no_command_module(tmp_path: Path) -> None:
     assert "workflow  Validate workflow files" in result.stdout
     loaded = set(json.loads(result.stdout.splitlines()[-1]))
     commands = {name for name in loaded if name.startswith("forge_ci.cli.")}
-    assert commands == {"forge_ci.cli.common"}, sorted(commands)
+    assert commands == {"forge_ci.cli.common", "forge_ci.cli.root"}, sorted(commands)
     assert "sqlalchemy" not in loaded
