@@ -52,27 +52,12 @@ def _c_encodable(value: Any) -> bool:
     """
     kind = type(value)
     if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
-                return False
-            item_kind = type(item)
-            if item_kind is str or item_kind is int or item_kind is bool or item is None:
-                continue
-            if item_kind is dict or item_kind is list or item_kind is tuple:
-                if _c_encodable(item):
-                    continue
-            return False
-        return True
+        return all(
+            type(key) is str and (key.isascii() or max(key) <= "\uffff") and _c_encodable(item)
+            for key, item in value.items()
+        )
     if kind is list or kind is tuple:
-        for item in value:
-            item_kind = type(item)
-            if item_kind is str or item_kind is int or item_kind is bool or item is None:
-                continue
-            if item_kind is dict or item_kind is list or item_kind is tuple:
-                if _c_encodable(item):
-                    continue
-            return False
-        return True
+        return all(_c_encodable(item) for item in value)
     return kind is str or kind is int or kind is bool or value is None
 
 

@@ -154,14 +154,21 @@ def test_git_reads_exactly_the_refs_it_had_plus_the_added_ones(
     assert listed(repo) == {k: (v, peel.get(v, "")) for k, v in expected.items()}
 
 
-def test_a_held_lock_or_a_foreign_file_leaves_it_to_loose_refs(
-    objects: tuple[Path, list[str], list[str]], tmp_path: Path
-) -> None:
+@pytest.fixture
+def packed(objects: tuple[Path, list[str], list[str]], tmp_path: Path) -> tuple[Path, list[str]]:
+    """A repository whose one branch, refs/heads/a, git packed; and the commits."""
     template, commits, _tags = objects
     repo = tmp_path / "r.git"
     shutil.copytree(template, repo)
     git(repo, "update-ref", "refs/heads/a", commits[0])
     git(repo, "pack-refs", "--all")
+    return repo, commits
+
+
+def test_a_held_lock_or_a_foreign_file_leaves_it_to_loose_refs(
+    packed: tuple[Path, list[str]],
+) -> None:
+    repo, commits = packed
     before = (repo / "packed-refs").read_text()
     pins = {"refs/forge-ci/push-events/1": commits[1]}
     no_peel = lambda oid: None  # noqa: E731
@@ -181,13 +188,9 @@ def test_a_held_lock_or_a_foreign_file_leaves_it_to_loose_refs(
 
 
 def test_a_failure_while_writing_keeps_the_old_file_and_frees_the_lock(
-    objects: tuple[Path, list[str], list[str]], tmp_path: Path
+    packed: tuple[Path, list[str]],
 ) -> None:
-    template, commits, _tags = objects
-    repo = tmp_path / "r.git"
-    shutil.copytree(template, repo)
-    git(repo, "update-ref", "refs/heads/a", commits[0])
-    git(repo, "pack-refs", "--all")
+    repo, commits = packed
     before = (repo / "packed-refs").read_text()
 
     def broken(oid: str) -> str | None:
