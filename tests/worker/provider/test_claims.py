@@ -103,7 +103,9 @@ def test_a_lost_answer_is_replayed_and_gets_the_same_attempt(
         assignment = client.claim(record)
     finally:
         proxy.close()
-    assert proxy.forwarded == 2  # the lost one and its replay
+    # The lost one and its replay; on a loaded machine a replay may itself be answered 503 (no
+    # answer yet) and sent once more, which is the protocol working, not a second claim.
+    assert proxy.forwarded >= 2
     assert assignment is not None and assignment.state == "leased"
     assert attempts(database) == 1
     with database.session() as session:
