@@ -43,30 +43,26 @@ def add_packed_refs(git_dir: Path, refs: Mapping[str, str], peel: Peel) -> bool:
     target = git_dir / "packed-refs"
     lock = git_dir / "packed-refs.lock"
     try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        handle = open(lock, "x", encoding="utf-8", newline="\n")  # noqa: SIM115 (closed below)
     except FileExistsError:  # git (gc, pack-refs, a deletion) is rewriting it: go loose
         return False
     try:
-        records = _read_records(target)
+        with handle:
+            records = _read_records(target)
+            if records is not None:
+                for name, oid in refs.items():
+                    peeled = peel(oid)
+                    records[name] = f"{oid} {name}\n" + (f"^{peeled}\n" if peeled else "")
+                handle.write(HEADER)
+                for name in sorted(records, key=lambda n: n.encode()):
+                    handle.write(records[name])
+                handle.flush()
+                os.fsync(handle.fileno())
         if records is None:
-            os.close(fd)
             lock.unlink()
             return False
-        for name, oid in refs.items():
-            peeled = peel(oid)
-            records[name] = f"{oid} {name}\n" + (f"^{peeled}\n" if peeled else "")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(HEADER)
-            for name in sorted(records, key=lambda n: n.encode()):
-                handle.write(records[name])
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(lock, target)
     except BaseException:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
         lock.unlink(missing_ok=True)
         raise
     return True

@@ -46,7 +46,7 @@ from forge_ci.hookchecks import require_hooks
 from forge_ci.locks import repository_lock
 from forge_ci.models import Repository
 from forge_ci.pushes.events import still_offered
-from forge_ci.pushes.intents import PushContext, record_intents
+from forge_ci.pushes.intents import PushContext, moves_git_will_try, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates
 from forge_ci.pushes.settling import needs_inspection, settle_push, settle_repository
 from forge_ci.refs import INTERNAL_REF_PREFIX, events_in
@@ -133,13 +133,7 @@ def run_receive_pack(
         mine: list[int] = []
         if ledger.recorded:
             faults.pause_at(ctx.settings, "pause-before-confirm")
-            try:
-                mine = _settle_push(ctx, push)
-            except ForgeCIError as exc:
-                # The push itself is over; what could not be settled now is settled before
-                # the next write (or by the worker's scan). Tell the pusher, keep git's status.
-                log.warning("settling %s after a push failed: %s", full_name, exc)
-                _tell(channel, f"forge-ci: warning: {exc.message}\n")
+            mine = _settle_push(ctx, channel, push)
     # The lock is released: the worker needs it to create this push's runs.
     ready += mine
     if not (mine and _expects_runs(ctx, repository_id)):
@@ -200,15 +194,33 @@ def _settle(ctx: ServerContext, repository_id: int) -> list[int]:
         return settle_repository(session, ctx.settings, repository_id).confirmed
 
 
-def _settle_push(ctx: ServerContext, push: PushContext) -> list[int]:
+def _settle_push(ctx: ServerContext, channel: paramiko.Channel, push: PushContext) -> list[int]:
     """Confirm what git moved in ``push`` (see settle_push); the ids confirmed, to enqueue.
 
-    Raises NeedsInspection, after committing the rest, when a ref was moved outside forge-ci.
+    The push itself is over and git's status stands whatever happens here: what cannot be
+    settled now is settled before the next write (or by the worker's scan), and the pusher is
+    told so.
     """
-    with unavailable_on_failure(), ctx.database.session() as session:
-        settled = settle_push(session, ctx.settings, push)
+    try:
+        with unavailable_on_failure(), ctx.database.session() as session:
+            settled = settle_push(session, ctx.settings, push)
+    except ForgeCIError as exc:
+        log.warning("settling %s after a push failed: %s", push.full_name, exc)
+        _tell(channel, f"forge-ci: warning: {exc.message}\n")
+        return []
+    except Exception:  # a bug, or the disk (pins): the refs moved all the same
+        log.exception("settling %s after a push failed", push.full_name)
+        _tell(
+            channel,
+            "forge-ci: warning: this push's events could not be confirmed yet (an internal "
+            "error, logged); they are settled before the next write to the repository\n",
+        )
+        return []
     if settled.problems:
-        raise needs_inspection(push.full_name, settled.problems)
+        _tell(
+            channel,
+            f"forge-ci: warning: {needs_inspection(push.full_name, settled.problems).message}\n",
+        )
     return settled.confirmed
 
 
@@ -224,9 +236,12 @@ def answer_hook(
             return hookwire.Answer(False, f"forge-ci: unknown hook {request.hook!r}")
         check_ref_updates(request.updates)
         faults.pause_at(ctx.settings, "pause-before-record")
+        # What git will really try (the client's old values are checked only later, by git):
+        # before the event filter, since a deletion "0000 -> 0000" still deletes.
+        moves = moves_git_will_try(push.open_git(ctx.settings.repositories_dir), request.updates)
         try:
             with unavailable_on_failure(), ctx.database.session() as session:
-                ids = record_intents(session, push, events_in(request.updates))
+                ids = record_intents(session, push, events_in(moves))
         except Unavailable:
             return hookwire.Answer(
                 False,

@@ -53,10 +53,10 @@ def fast_validate(args: list[str]) -> int | None:
     except OSError as exc:  # a closed pipe ends the command as click's main() ends it
         if exc.errno != errno.EPIPE:
             raise
-        from click.utils import _PacifyFlushWrapper
-
-        sys.stdout = _PacifyFlushWrapper(sys.stdout)
-        sys.stderr = _PacifyFlushWrapper(sys.stderr)
+        # What the Python docs advise (and click does with a private wrapper): the reader is
+        # gone, so the interpreter's last flush at exit must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
 
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+import pygit2
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from forge_ci.db import begin_write
 from forge_ci.errors import Conflict
+from forge_ci.gitstore import has_object, open_repository, read_ref, repository_path
 from forge_ci.models import PushEvent, PushEventState
 from forge_ci.pushes.refpolicy import check_ref_updates
-from forge_ci.refs import Update
+from forge_ci.refs import Update, is_zero
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,37 @@ class PushContext:
     session_id: str
     #: ``owner/name``, to find the repository on disk without a query.
     full_name: str
+
+    def open_git(self, repositories_dir: Path) -> pygit2.Repository:
+        """The bare repository being pushed to."""
+        owner, name = self.full_name.split("/", 1)
+        return open_repository(repository_path(repositories_dir, owner, name))
+
+
+def moves_git_will_try(git: pygit2.Repository, updates: Iterable[Update]) -> list[Update]:
+    """The updates git will try to carry out, each with the old value it will really have.
+
+    pre-receive hears the *client's* old values; git checks them only later, in its ref
+    transaction (and under the repository lock nothing else moves a ref in between), so an
+    intent recorded as the client said could be confirmed for a move git refused, or stop
+    writes as "needs inspection". As receive-pack (git 2.39) does:
+
+    - an update whose old value is not the ref's value now (zeros: the ref is absent) is
+      refused by git: no intent;
+    - a deletion whose old value names no object git has is carried out whatever the ref holds
+      ("allowing deletion of corrupt ref"): its intent takes the ref's value now, and there is
+      none when the ref does not exist ("deleting a non-existent ref").
+    """
+    found: list[Update] = []
+    for update in updates:
+        current = read_ref(git, update.ref)
+        if is_zero(update.new) and (is_zero(update.old) or not has_object(git, update.old)):
+            if current is not None:
+                found.append(Update(current, update.new, update.ref))
+            continue
+        if (current or "0" * len(update.old)) == update.old:
+            found.append(update)
+    return found
 
 
 def record_intents(session: Session, push: PushContext, updates: Iterable[Update]) -> list[int]:

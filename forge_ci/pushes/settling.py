@@ -75,7 +75,7 @@ def settle_push(session: Session, settings: Settings, push: PushContext) -> Sett
     result = Settled()
     events = session_events(session, push, prepared=True)
     if events:
-        _resolve_all(session, _git(settings, push.full_name), events, result)
+        _resolve_all(session, push.open_git(settings.repositories_dir), events, result)
     session.commit()
     return result
 
@@ -207,11 +207,16 @@ def _pin_all(git: pygit2.Repository, pins: dict[str, str]) -> None:
     """Write every pin (name -> object id) before the confirming commit.
 
     Many at once go into ``packed-refs`` in one rewrite (``forge_ci.packedrefs``: 1,000 loose
-    pins cost 0.6 s); a few, or when git holds that file's lock, as loose refs.
+    pins cost 0.6 s); a few, a name that already has a loose file (which would hide a packed
+    record: a pin written again after a crash or a restore), or all of them when git holds the
+    file's lock, as loose refs.
     """
-    if len(pins) >= PACK_FROM and add_packed_refs(
-        Path(git.path), pins, lambda oid: peeled_tag(git, oid)
+    folder = Path(git.path)
+    loose = {name: oid for name, oid in pins.items() if (folder / name).exists()}
+    packed = {name: oid for name, oid in pins.items() if name not in loose}
+    if len(packed) >= PACK_FROM and add_packed_refs(
+        folder, packed, lambda oid: peeled_tag(git, oid)
     ):
-        return
-    for name, oid in pins.items():
+        packed = {}
+    for name, oid in (loose | packed).items():
         pin(git, name, oid)

@@ -22,7 +22,7 @@ from forge_ci.pushes.events import (
     repositories_with_open_events,
 )
 from forge_ci.pushes.inspection import resolve_push_event
-from forge_ci.pushes.intents import PushContext, record_intents
+from forge_ci.pushes.intents import PushContext, moves_git_will_try, record_intents
 from forge_ci.pushes.refpolicy import check_ref_updates, refusal_reason
 from forge_ci.pushes.settling import Settled, settle_push, settle_repository
 from forge_ci.refs import Update, events_in
@@ -209,6 +209,35 @@ def test_settling_a_push_reports_refs_moved_outside_forge_ci_and_keeps_them_open
     # ...and the repository's next write is refused until an operator looks.
     with pytest.raises(NeedsInspection, match=f"push event {main_id} "):
         settle_repository(session, settings, repo_id)
+
+
+def test_intents_take_the_old_values_git_will_check_not_the_clients(
+    git: pygit2.Repository,
+) -> None:
+    """pre-receive hears what the client claims; git checks the old values only later."""
+    a, b, c = commit(git, "a"), commit(git, "b"), commit(git, "c")
+    set_ref(git, "refs/heads/main", b)
+    set_ref(git, "refs/heads/doomed", a)
+    not_an_object = "1234567890" * 4
+    claimed = [
+        Update(b, c, "refs/heads/main"),  # true: kept
+        Update(a, b, "refs/heads/main"),  # main is at b, not a: git refuses it
+        Update(ZERO, c, "refs/heads/main"),  # "create" of a ref that exists: refused
+        Update(c, a, "refs/heads/new"),  # an "update" of a ref that does not exist: refused
+        Update(ZERO, a, "refs/heads/new"),  # a true creation: kept
+        Update(b, ZERO, "refs/heads/doomed"),  # a deletion from the wrong value: refused
+        # A deletion from no object at all, or from zeros, deletes whatever the ref holds
+        # ("allowing deletion of corrupt ref"): recorded with the value it really has.
+        Update(not_an_object, ZERO, "refs/heads/doomed"),
+        Update(ZERO, ZERO, "refs/heads/doomed"),
+        Update(not_an_object, ZERO, "refs/heads/absent"),  # deletes nothing: no move
+    ]
+    assert moves_git_will_try(git, claimed) == [
+        Update(b, c, "refs/heads/main"),
+        Update(ZERO, a, "refs/heads/new"),
+        Update(a, ZERO, "refs/heads/doomed"),
+        Update(a, ZERO, "refs/heads/doomed"),
+    ]
 
 
 def test_intents_for_refused_refs_are_not_recorded(session: Session, repo_id: int) -> None:
@@ -463,3 +492,23 @@ def test_receiving_is_idempotent_and_only_for_confirmed_events(
     assert offered_event_ids(session) == []
     event = session.get(PushEvent, event_id)
     assert event is not None and event.state == "received" and event.received_at is not None
+
+
+def test_many_pins_are_packed_and_a_stale_loose_pin_is_overwritten(
+    session: Session, settings: Settings, repo_id: int, git: pygit2.Repository
+) -> None:
+    a, b = commit(git, "a"), commit(git, "b")
+    context = push(session, repo_id)
+    updates = [Update(ZERO, a, f"refs/heads/b{n:02d}") for n in range(20)]
+    ids = record_intents(session, context, updates)
+    for update in updates:
+        set_ref(git, update.ref, a)
+    # A pin name that already has a loose file (a restore, or a pin written before a crash):
+    # the loose file would hide a packed record, so it is rewritten in place.
+    set_ref(git, f"refs/forge-ci/push-events/{ids[0]}", b)
+    assert settle_push(session, settings, context).confirmed == ids
+    pins = {r.name: str(r.target) for r in git.references.iterator()}
+    assert all(pins[f"refs/forge-ci/push-events/{i}"] == a for i in ids)
+    packed = (Path(git.path) / "packed-refs").read_text()
+    assert f"{a} refs/forge-ci/push-events/{ids[1]}\n" in packed
+    assert f"refs/forge-ci/push-events/{ids[0]}\n" not in packed

@@ -3,6 +3,8 @@ and (deletions aside) a pin; a refused push records nothing and changes no ref."
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import subprocess
 import threading
 from pathlib import Path
@@ -17,6 +19,7 @@ from hooks.install import install_hooks
 from ssh.server import SshServer
 from tests.ssh.conftest import MakeClient
 from tests.ssh.helpers import ZERO, ServerProcess, accepted, event_pins, events, refs
+from tests.ssh.test_push_limits import open_receive_pack
 
 
 def rev(client: GitClient, work: Path, what: str = "HEAD") -> str:
@@ -318,3 +321,59 @@ def test_a_push_whose_settling_fails_is_settled_by_the_next_write(
     alice.push(work, ":refs/heads/gone")
     assert [row[4] for row in events(database)] == ["confirmed", "confirmed", "confirmed"]
     assert_pinned(world, database)
+
+
+def raw_push(port: int, key: Path, command: str, *, pack: bool) -> str:
+    """One command sent to receive-pack as a hand-made client would (git's own client never
+    sends an old value other than what the server advertised); returns what came back."""
+    channel = open_receive_pack(port, key)
+    payload = f"{command}\0report-status\n".encode()
+    data = b"%04x" % (len(payload) + 4) + payload + b"0000"
+    if pack:  # an empty pack: every object the command names is on the server already
+        body = b"PACK" + struct.pack(">II", 2, 0)
+        data += body + hashlib.sha1(body).digest()
+    channel.sendall(data)
+    answer = b""
+    while chunk := channel.recv(65536):
+        answer += chunk
+    while channel.recv_stderr_ready():
+        answer += channel.recv_stderr(65536)
+    channel.get_transport().close()  # type: ignore[union-attr]
+    return answer.decode(errors="replace")
+
+
+def test_old_values_a_client_makes_up_record_nothing_and_stop_no_writes(
+    server: SshServer,
+    world: Settings,
+    database: Database,
+    client_for: MakeClient,
+    keys: dict[str, Path],
+) -> None:
+    """pre-receive hears the client's old values, which git checks only afterwards: forge-ci
+    records what git will really try, so a made-up old value can neither confirm an event for
+    an update git refused nor leave an intent that stops the repository's writes."""
+    port = server.address[1]
+    alice = client_for("alice", port)
+    work = alice.work_tree()
+    c1 = rev(alice, work)
+    c2 = alice.commit(work, "second")
+    alice.push(work, "HEAD~1:refs/heads/main", "HEAD:refs/heads/other")
+    before_events = events(database)
+    # main is at c1. "c2 -> c1": the ref already holds the new value, the old one is false.
+    answer = raw_push(port, keys["alice"], f"{c2} {c1} refs/heads/main", pack=True)
+    assert "ng refs/heads/main" in answer, answer
+    # A "creation" of a ref that exists (it is at neither side afterwards).
+    answer = raw_push(port, keys["alice"], f"{ZERO} {c2} refs/heads/main", pack=True)
+    assert "ng refs/heads/main" in answer, answer
+    assert events(database) == before_events
+    assert refs(world)["refs/heads/main"] == c1
+    # A deletion from an object nobody has: git deletes whatever the ref holds, and the event
+    # says what it held.
+    answer = raw_push(port, keys["alice"], f"{'1' * 40} {ZERO} refs/heads/other", pack=False)
+    assert "ok refs/heads/other" in answer, answer
+    *_, (_id, ref, old, new, state) = events(database)
+    assert (ref, old, new, state) == ("refs/heads/other", c2, ZERO, "confirmed")
+    # Writes go on.
+    alice.push(work, "main")
+    assert refs(world)["refs/heads/main"] == c2
+    assert {row[4] for row in events(database)} == {"confirmed"}

@@ -210,3 +210,23 @@ def test_validate_leaves_shell_completion_to_click(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setenv("_FORGE_CI_COMPLETE", "bash_complete")
     assert validating.fast_validate(["a.yml"]) is None
+
+
+def test_validate_into_a_closed_pipe_ends_quietly(files: dict[str, Path]) -> None:
+    """`forge-ci workflow validate ... | head -1`: exit 1, no traceback, as click's commands."""
+    import subprocess
+    import sys
+
+    many = [str(files["valid"])] * 2000  # far more output than a pipe buffer holds
+    process = subprocess.Popen(
+        [sys.executable, "-m", "forge_ci", "workflow", "validate", *many],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.read(10)
+    process.stdout.close()  # the reader goes away
+    err = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(timeout=60) == 1
+    assert "Traceback" not in err and "Broken pipe" not in err, err
