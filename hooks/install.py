@@ -94,8 +94,5 @@ def install_hooks(settings: Settings) -> list[Path]:
         os.replace(temporary, path)
         written.append(path)
     for name in RETIRED_HOOKS:
-        try:
-            (directory / name).unlink()
-        except FileNotFoundError:
-            pass
+        (directory / name).unlink(missing_ok=True)
     return written

@@ -33,7 +33,6 @@ import secrets
 import subprocess
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 
 import paramiko
 
@@ -60,13 +59,6 @@ from ssh.pump import pump, push_watch
 log = logging.getLogger(__name__)
 
 _OK = hookwire.Answer(True)
-
-
-@dataclass
-class Ledger:
-    """The intents the hook of one push had recorded (ids of push events)."""
-
-    recorded: set[int] = field(default_factory=set)
 
 
 def run_receive_pack(
@@ -109,13 +101,13 @@ def run_receive_pack(
             command += ["-c", f"core.hooksPath={empty}"]
         command += ["receive-pack", str(path)]
 
-        ledger = Ledger()
+        recorded: set[int] = set()  # the ids of the intents the hook recorded
         watch = push_watch()
 
         def answer(request: hookwire.Request) -> hookwire.Answer:
             # The server works, the client waits: never "idle" (issue #14, finding 5).
             with watch.working():
-                return answer_hook(ctx, push, request, ledger)
+                return answer_hook(ctx, push, request, recorded)
 
         with ExitStack() as stack:
             if hooked:
@@ -131,7 +123,7 @@ def run_receive_pack(
             )
             status = pump(channel, process, watch)
         mine: list[int] = []
-        if ledger.recorded:
+        if recorded:
             faults.pause_at(ctx.settings, "pause-before-confirm")
             mine = _settle_push(ctx, channel, push)
     # The lock is released: the worker needs it to create this push's runs.
@@ -225,11 +217,11 @@ def _settle_push(ctx: ServerContext, channel: paramiko.Channel, push: PushContex
 
 
 def answer_hook(
-    ctx: ServerContext, push: PushContext, request: hookwire.Request, ledger: Ledger
+    ctx: ServerContext, push: PushContext, request: hookwire.Request, recorded: set[int]
 ) -> hookwire.Answer:
     """Decide the hook request of ``push``; every failure becomes a refusal with the reason.
 
-    The intents recorded (settled after receive-pack) go into ``ledger``.
+    The ids of the intents recorded (settled after receive-pack) go into ``recorded``.
     """
     try:
         if request.hook != "pre-receive":
@@ -248,7 +240,7 @@ def answer_hook(
                 "forge-ci: this push cannot be recorded because the database is "
                 "unavailable; no ref was changed. Try again later.",
             )
-        ledger.recorded.update(ids)
+        recorded.update(ids)
         faults.pause_at(ctx.settings, "pause-before-answer")
         return _OK
     except ForgeCIError as exc:

@@ -137,6 +137,7 @@ def _resolve_all(
     session: Session, git: pygit2.Repository, events: list[PushEvent], result: Settled
 ) -> None:
     moved: list[PushEvent] = []
+    unmoved: list[PushEvent] = []
     for event in events:
         current = read_ref(git, event.ref)
         if current is None:  # absent: the "new" side of a deletion, the "old" of a creation
@@ -152,7 +153,7 @@ def _resolve_all(
             else:
                 moved.append(event)
         elif at_old:
-            result.aborted.append(event.id)
+            unmoved.append(event)
         else:
             now = (
                 "the ref no longer exists"
@@ -161,10 +162,10 @@ def _resolve_all(
             )
             result.problems.append(f"{_describe(event)} needs inspection: {now}")
     _pin_all(git, {e.pin_ref: e.new_sha for e in moved if e.pin_ref is not None})
-    result.confirmed += [event.id for event in moved]
-    by_id = {event.id: event for event in events}
-    _move_all(session, [by_id[i] for i in result.aborted], PushEventState.ABORTED)
+    _move_all(session, unmoved, PushEventState.ABORTED)
     _move_all(session, moved, PushEventState.CONFIRMED)
+    result.aborted += [event.id for event in unmoved]
+    result.confirmed += [event.id for event in moved]
 
 
 #: Ids per UPDATE: well under every database's limit on bound parameters.

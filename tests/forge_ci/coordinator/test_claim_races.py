@@ -2,7 +2,8 @@
 reconciliation's first read and its lock, and the outcome is the one of the sequential order.
 
 PostgreSQL only: on SQLite both transactions hold the database's write lock from their first
-statement, so nothing can commit in between (the refusal below says so).
+statement, so nothing can commit in between: these interleavings cannot be produced there, and
+the module runs on PostgreSQL alone (``db_kind`` narrowed below, not skipped).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from forge_ci.coordinator import attempts, direct_claims
-from forge_ci.db import begin_write, is_sqlite
+from forge_ci.db import begin_write
 from forge_ci.models import Attempt, Job
 from forge_ci.runs.scheduling import request_job_cancel
 from tests.forge_ci.coordinator.world import World, plan_job
@@ -20,16 +21,12 @@ from tests.forge_ci.coordinator.world import World, plan_job
 BARE = ("self-hosted",)
 
 
-def _postgres_only(world: World) -> None:
-    with world.session() as session:
-        if is_sqlite(session):
-            pytest.skip("SQLite serializes whole transactions: nothing commits in between")
+pytestmark = pytest.mark.parametrize("db_kind", ["postgres"])
 
 
 def test_a_claim_takes_the_oldest_job_of_its_label_sets_as_of_its_lock(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _postgres_only(world)
     other = world.add_provider("p2", scope="all")
     # alice/app: label set X's head is the oldest, then Y's, then X's second job.
     x1 = world.queue_run(plan_job("x1"))
@@ -95,7 +92,6 @@ def _lost_before_start_with_a_cancel(
 def test_a_cancel_committed_during_an_unstarted_requeue_decides_instead_of_failing(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _postgres_only(world)
     raced = _lost_before_start_with_a_cancel(world, monkeypatch, between=True)
     job = world.job(raced.job_id)
     assert (raced.state, raced.conclusion) == ("completed", "cancelled")
