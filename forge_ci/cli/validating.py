@@ -119,7 +119,8 @@ def validate_files(as_json: bool, files: list[str] | tuple[str, ...], echo: Echo
 
 def check(path: str, data: bytes) -> dict[str, Any]:
     """One file's result: validity, errors, notices and (when valid) its plan digest."""
-    from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+    from forge_ci.workflow import WorkflowInvalid, parse_workflow
+    from forge_ci.workflow.parser import workflow_plan_digest
 
     try:
         parsed = parse_workflow(data, path)
@@ -140,7 +141,7 @@ def check(path: str, data: bytes) -> dict[str, Any]:
         "valid": True,
         "errors": [],
         "notices": [notice.as_dict() for notice in parsed.notices],
-        "plan_digest": plan_digest(build_plan(parsed)),
+        "plan_digest": workflow_plan_digest(parsed),
     }
 
 
@@ -151,6 +152,14 @@ def _local_action_problems(path: str, parsed: Any) -> list[Any]:
     checked, and so are the step's ``with`` keys against its inputs. Other actions are checked
     when a run is created.
     """
+    local = [
+        (step, step.action)
+        for job in parsed.jobs
+        for step in job.steps
+        if step.action is not None and step.action.startswith(".")
+    ]
+    if not local:
+        return []
     workflow_dir = Path(path).resolve().parent
     if workflow_dir.parts[-2:] != (".github", "workflows"):
         return []
@@ -161,26 +170,23 @@ def _local_action_problems(path: str, parsed: Any) -> list[Any]:
 
     root = workflow_dir.parent.parent
     problems: list[Diagnostic] = []
-    for job in parsed.jobs:
-        for step in job.steps:
-            if step.action is None or not step.action.startswith("."):
-                continue
-            uses = step.node.get("uses") or step.node
-            folder = root / parse_reference(step.action).path
-            files = [folder / name for name in ("action.yml", "action.yaml")]
-            found = next((file for file in files if file.is_file()), None)
-            if found is None:
-                message = f"uses: {step.action}: there is no {folder}/action.yml (or action.yaml)"
-                problems.append(Diagnostic(uses.line, uses.column, message))
-                continue
-            try:
-                metadata = parse_action_metadata(found.read_bytes(), step.action, found.name)
-            except ActionInvalid as exc:
-                problems.append(Diagnostic(uses.line, uses.column, exc.message))
-                continue
-            with_node = step.node.get("with")
-            keys = with_node.items if isinstance(with_node, Mapping) else []
-            positions = {key.value: key for key, _ in keys}
-            for name, message in input_problems(step.action, metadata.input_names, positions):
-                problems.append(Diagnostic(positions[name].line, positions[name].column, message))
+    for step, action in local:
+        uses = step.node.get("uses") or step.node
+        folder = root / parse_reference(action).path
+        files = [folder / name for name in ("action.yml", "action.yaml")]
+        found = next((file for file in files if file.is_file()), None)
+        if found is None:
+            message = f"uses: {action}: there is no {folder}/action.yml (or action.yaml)"
+            problems.append(Diagnostic(uses.line, uses.column, message))
+            continue
+        try:
+            metadata = parse_action_metadata(found.read_bytes(), action, found.name)
+        except ActionInvalid as exc:
+            problems.append(Diagnostic(uses.line, uses.column, exc.message))
+            continue
+        with_node = step.node.get("with")
+        keys = with_node.items if isinstance(with_node, Mapping) else []
+        positions = {key.value: key for key, _ in keys}
+        for name, message in input_problems(action, metadata.input_names, positions):
+            problems.append(Diagnostic(positions[name].line, positions[name].column, message))
     return problems

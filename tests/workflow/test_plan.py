@@ -21,6 +21,7 @@ from forge_ci.workflow import (
     plan_digest,
 )
 from forge_ci.workflow.canonical import canonical_json, es_number
+from forge_ci.workflow.parser import workflow_plan_digest
 
 Accept = Callable[[str], Workflow]
 Refuse = Callable[[str | bytes], list[Diagnostic]]
@@ -146,6 +147,18 @@ def test_the_c_encoder_path_writes_what_the_rfc_8785_walk_writes(value: Any) -> 
     walked: list[str] = []
     canonical._write(value, walked.append)
     assert canonical_json(value) == "".join(walked).encode("utf-8")
+
+
+@given(_JSON)
+def test_canonical_json_decodes_and_encodes_to_the_same_bytes(value: Any) -> None:
+    # What lets workflow_plan_digest hash a workflow's plan_json instead of re-encoding its plan.
+    encoded = canonical_json(value)
+    assert canonical_json(json.loads(encoded)) == encoded
+
+
+def test_the_digest_of_a_workflow_is_the_digest_of_its_plan(accept: Accept) -> None:
+    workflow = accept(SAMPLE.replace("'3.11', '3.12'", "3.10, 1e3, 2.5"))
+    assert workflow_plan_digest(workflow) == plan_digest(build_plan(workflow))
 
 
 def test_plan_over_one_mebibyte_is_refused(refuse: Refuse, plan_of: PlanOf) -> None:
