@@ -49,6 +49,7 @@ from forge_ci.coordinator.claim_rows import (
     EPOCH,
     Candidate,
     ClaimOutcome,
+    IssuedTokens,
     fairness_order,
     insert_steps,
     new_attempt,
@@ -449,10 +450,14 @@ def claim(
     ``lock_dir``.
     """
     source = source or secrets.NO_SECRETS
+    # Pure: derived from the fresh token before any transaction takes a lock.
+    issued = IssuedTokens.of(request.attempt_token)
     with sessions(read_only=True) as session:
         sqlite = is_sqlite(session)
         # SQLite has one writer at a time: answer empty polls without asking for the lock.
-        nothing = sqlite and direct_claims.nothing_to_claim(session, token, request, clock())
+        nothing = sqlite and direct_claims.nothing_to_claim(
+            session, token, request, clock(), issued.digest
+        )
         session.rollback()
     if nothing:
         return None
@@ -461,7 +466,14 @@ def claim(
         with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
             try:
                 outcome = _claim_round(
-                    session, token, request, clock(), source, wait_for, lease, round_number == 0
+                    session,
+                    token,
+                    request,
+                    clock(),
+                    source,
+                    wait_for,
+                    lease,
+                    issued if round_number == 0 else None,
                 )
                 session.commit()
             except ClaimConflict:
@@ -491,13 +503,13 @@ def _claim_round(
     source: secrets.SecretSource,
     wait_for: int | None,
     lease: timedelta,
-    direct: bool,
+    direct: IssuedTokens | None,
 ) -> ClaimOutcome:
-    """One claim transaction: the direct path first when ``direct``, else (or when it leaves
-    the claim) the ORM path, in a new transaction."""
-    if direct:
+    """One claim transaction: the direct path first when ``direct`` (the fresh token's derived
+    values) is given, else (or when it leaves the claim) the ORM path, in a new transaction."""
+    if direct is not None:
         begin_write(session)
-        outcome = direct_claims.claim_direct(session, token, request, now, source, lease)
+        outcome = direct_claims.claim_direct(session, token, request, now, source, lease, direct)
         if outcome is not direct_claims.UNHANDLED:
             assert isinstance(outcome, ClaimOutcome)
             return outcome
