@@ -506,14 +506,13 @@ def _claim_round(
     direct: IssuedTokens | None,
 ) -> ClaimOutcome:
     """One claim transaction: the direct path first when ``direct`` (the fresh token's derived
-    values) is given, else (or when it leaves the claim) the ORM path, in a new transaction."""
+    values) is given, else (or when it leaves the claim) the ORM path, in ``session``."""
     if direct is not None:
-        begin_write(session)
+        # Its own transaction (committed, or rolled back when it leaves the claim).
         outcome = direct_claims.claim_direct(session, token, request, now, source, lease, direct)
         if outcome is not direct_claims.UNHANDLED:
             assert isinstance(outcome, ClaimOutcome)
             return outcome
-        session.rollback()
     return claim_once(
         session, token, request, now, source, wait_for_repository=wait_for, lease=lease
     )

@@ -312,5 +312,6 @@ def prepared(connection: Connection, build: Any, *args: Any) -> Prepared:
     key = (build, connection.dialect.name, args)
     found = _PREPARED.get(key)
     if found is None:
-        found = _PREPARED[key] = Prepared(build(*args), connection.dialect)
+        many = build is insert_step
+        found = _PREPARED[key] = Prepared(build(*args), connection.dialect, many=many)
     return found

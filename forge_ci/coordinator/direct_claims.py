@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from forge_ci import states
@@ -153,8 +153,12 @@ def nothing_to_claim(
     find nothing, so empty polls never queue for the write lock. Raises BadCredential."""
     seen = None
     if token is not None:
-        connection = session.connection()
-        seen = look(connection, cursor_of(connection), token, request, digest)
+        # A Core connection of the session's (reader) engine: the session's own transaction
+        # machinery cost more than the look.
+        with _connect(session) as connection:
+            connection.begin()
+            seen = look(connection, cursor_of(connection), token, request, digest)
+            connection.rollback()
     if seen is None:
         authenticate_provider(session, token)  # raises: not a valid provider credential
         return False
@@ -163,6 +167,13 @@ def nothing_to_claim(
     if seen.state != "active":
         return True
     return not seen.waiting and not seen.candidates
+
+
+def _connect(session: Session) -> Connection:
+    """A new Core connection of the session's engine (its reader's or its writer's)."""
+    bind = session.get_bind()
+    assert isinstance(bind, Engine), "claims take sessions bound to an engine"
+    return bind.connect()
 
 
 def _touch(
@@ -183,7 +194,6 @@ def _touch(
 class _Claim:
     """One direct claim's inputs and its connection (statements run on its bare cursor)."""
 
-    session: Session
     connection: Connection
     cursor: Any
     request: ClaimRequest
@@ -191,6 +201,14 @@ class _Claim:
     now: datetime
     source: secrets.SecretSource
     lease: timedelta
+    _orm: Session | None = None
+
+    def session(self) -> Session:
+        """A session in this claim's transaction, for the model-based checks (a job with
+        needs or secrets); it neither commits nor rolls back the transaction."""
+        if self._orm is None:
+            self._orm = Session(bind=self.connection, expire_on_commit=False)
+        return self._orm
 
 
 def claim_direct(
@@ -202,15 +220,32 @@ def claim_direct(
     lease: timedelta,
     issued: IssuedTokens | None = None,
 ) -> ClaimOutcome | _Unhandled:
-    """One claim transaction (begun by the caller with ``begin_write``), or UNHANDLED: roll
-    back and let the ORM path decide. The caller commits. ``issued``: the fresh token's
-    derived values, computed before the transaction (else here)."""
+    """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide
+    in ``session``, which this leaves untouched). The transaction is a Core connection of the
+    session's writer engine (``BEGIN IMMEDIATE`` on SQLite), not the session's own: its
+    machinery cost about as much as the statements. ``issued``: the fresh token's derived
+    values, computed before the transaction (else here)."""
     if token is None:
         return UNHANDLED
-    connection = session.connection()
     issued = issued or IssuedTokens.of(request.attempt_token)
-    claim = _Claim(session, connection, cursor_of(connection), request, issued, now, source, lease)
-    seen = look(connection, claim.cursor, token, request, issued.digest)
+    with _connect(session) as connection:
+        connection.begin()
+        claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
+        try:
+            outcome = _claim(claim, token)
+        finally:
+            if claim._orm is not None:
+                claim._orm.close()
+        if outcome is UNHANDLED:
+            connection.rollback()
+        else:
+            connection.commit()
+        return outcome
+
+
+def _claim(claim: _Claim, token: str) -> ClaimOutcome | _Unhandled:
+    connection, request, now = claim.connection, claim.request, claim.now
+    seen = look(connection, claim.cursor, token, request, claim.issued.digest)
     if seen is None or seen.unusual:
         return UNHANDLED
     _touch(connection, claim.cursor, seen, now, request.egress_policy)
@@ -274,7 +309,7 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
         if not may_run_code(effective_role(actor_as_now(requester), row, row.role)):
             return UNHANDLED  # the ORM path cancels the job and says why
     plan_job = job.plan_job
-    if secrets.references(plan_job) and _secret_refusal(claim.session, claim.source, run, job):
+    if secrets.references(plan_job) and _secret_refusal(claim.session(), claim.source, run, job):
         return UNHANDLED  # the ORM path fails the job and says why
     connection, cursor, now = claim.connection, claim.cursor, claim.now
     states.require_transition("job", job.state, states.RUNNING)
@@ -305,7 +340,7 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
     read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
     variables = {name: value for name, value in read.rows(cursor, parameters) if value is not None}
     assignment = build_assignment(
-        claim.session, attempt, job, run, now, claim.request.attempt_token, variables
+        claim.session(), attempt, job, run, now, claim.request.attempt_token, variables
     )
     steps = step_rows(attempt.id, plan_job, assignment)
     if steps:

@@ -6,7 +6,8 @@ what SQLite itself spends on a claim's index seeks (bench/README.md). A :class:`
 statement keeps the statement written in Core (the same tables, types and dialect rules) but
 compiles it once per dialect, and at each execution only applies the columns' own bind and
 result processors (datetimes as SQLite stores them, JSON) around ``cursor.execute``. It runs
-inside the caller's transaction, on the connection of the caller's session.
+inside the caller's transaction, on the connection of the caller's session. The driver's
+errors are raised as SQLAlchemy's (``IntegrityError`` and the rest), as its execution would.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import bindparam, insert
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.schema import Table
 
@@ -25,8 +27,10 @@ _Processor = Callable[[Any], Any] | None
 class Prepared:
     """One statement compiled for one dialect; see the module docstring."""
 
-    def __init__(self, statement: Any, dialect: Dialect) -> None:
-        compiled = statement.compile(dialect=dialect)
+    def __init__(self, statement: Any, dialect: Dialect, *, many: bool = False) -> None:
+        # ``many``: for executemany (no RETURNING of the new keys added on PostgreSQL).
+        compiled = statement.compile(dialect=dialect, for_executemany=many)
+        self._dialect = dialect
         self.sql = str(compiled)
         if "POSTCOMPILE" in self.sql:
             raise ValueError(f"not a fixed statement (expanding or literal parameters): {self.sql}")
@@ -57,11 +61,25 @@ class Prepared:
         return {name: value if p is None else p(value) for name, p, value in pairs}
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> Any:
-        cursor.execute(self.sql, self.parameters(values))
+        parameters = self.parameters(values)
+        try:
+            cursor.execute(self.sql, parameters)
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrapped(error, parameters) from error
         return cursor
 
     def execute_many(self, cursor: Any, rows: Iterable[Mapping[str, Any]]) -> None:
-        cursor.executemany(self.sql, [self.parameters(values) for values in rows])
+        parameters = [self.parameters(values) for values in rows]
+        try:
+            cursor.executemany(self.sql, parameters)
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrapped(error, parameters) from error
+
+    def _wrapped(self, error: Exception, parameters: Any) -> Exception:
+        dbapi = self._dialect.loaded_dbapi
+        return sa_exc.DBAPIError.instance(
+            self.sql, parameters, error, dbapi.Error, dialect=self._dialect
+        )
 
     def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Any]:
         fetched = self.execute(cursor, values).fetchall()
