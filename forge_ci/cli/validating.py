@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from forge_ci.cli.validating_workers import Outcome, check_in_workers, worker_count
+
 EXIT_INVALID = 1
 #: ``forge_ci.cli.common.EXIT_REFUSED``, which imports click (a test holds them equal).
 EXIT_REFUSED = 2
@@ -79,24 +81,31 @@ def _echo(text: str, err: bool) -> None:
 
 def read(path: str, echo: Echo) -> bytes | None:
     """The file's bytes, or ``None`` after one stderr line saying why it cannot be read."""
+    data = _read(path)
+    if isinstance(data, str):
+        echo(data, True)
+        return None
+    return data
+
+
+def _read(path: str) -> bytes | str:
+    """The file's bytes, or the stderr line saying why it cannot be read."""
     try:
         return Path(path).read_bytes()
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
-        echo(f"forge-ci: cannot read {path}: {reason}", True)
-        return None
+        return f"forge-ci: cannot read {path}: {reason}"
 
 
 def validate_files(as_json: bool, files: list[str] | tuple[str, ...], echo: Echo) -> int:
     """Check FILES, print the results (text, or a JSON array), return the exit status."""
     results: list[dict[str, Any]] = []
     unreadable = False
-    for path in files:
-        data = read(path, echo)
-        if data is None:
+    for _, message, result in _outcomes(files, echo):
+        if message is not None:
             unreadable = True
-            continue
-        results.append(check(path, data))
+        if result is not None:
+            results.append(result)
     if as_json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:
@@ -115,6 +124,43 @@ def validate_files(as_json: bool, files: list[str] | tuple[str, ...], echo: Echo
     if not all(result["valid"] for result in results):
         return EXIT_INVALID
     return 0
+
+
+def _outcomes(files: list[str] | tuple[str, ...], echo: Echo) -> list[Outcome]:
+    """Each file's result or unreadable message, in order; those messages are already echoed.
+
+    Many files are checked in worker processes (:mod:`forge_ci.cli.validating_workers`) and
+    give what the serial loop gives; one file, or anything amiss with the workers, takes the
+    serial loop, which echoes each message as it reads.
+    """
+
+    def check_one(index: int) -> Outcome:
+        path = files[index]
+        data = _read(path)
+        if isinstance(data, str):
+            return index, data, None
+        return index, None, check(path, data)
+
+    workers = worker_count(len(files))
+    if workers > 1:
+        # What a check imports is imported before the fork, once, not in every worker.
+        import forge_ci.workflow.action_metadata
+        import forge_ci.workflow.actions
+        import forge_ci.workflow.parser  # noqa: F401
+
+        outcomes = check_in_workers(len(files), workers, check_one)
+        if outcomes is not None:
+            for _, message, _ in outcomes:
+                if message is not None:
+                    echo(message, True)
+            return outcomes
+    serial: list[Outcome] = []
+    for index in range(len(files)):
+        outcome = check_one(index)
+        if outcome[1] is not None:
+            echo(outcome[1], True)
+        serial.append(outcome)
+    return serial
 
 
 def check(path: str, data: bytes) -> dict[str, Any]:

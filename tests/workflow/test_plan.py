@@ -190,3 +190,30 @@ def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
         "8:15: uses: docker://node:20: Docker container actions are not supported (jobs run "
         "without Docker); use a node or composite action, or a run step",
     ]
+
+
+def _reference_c_encodable(value: Any) -> bool:
+    """The recursive form of canonical._c_encodable, as it was written first."""
+    kind = type(value)
+    if kind is dict:
+        return all(
+            type(key) is str and max(key, default="a") <= "\uffff" and _reference_c_encodable(item)
+            for key, item in value.items()
+        )
+    if kind is list or kind is tuple:
+        return all(_reference_c_encodable(item) for item in value)
+    return kind is str or kind is int or kind is bool or value is None
+
+
+@given(_JSON | st.builds(lambda v: [{"k": [v, (1, v)]}], _JSON))
+def test_the_c_encoder_check_is_its_recursive_reference(value: Any) -> None:
+    assert canonical._c_encodable(value) == _reference_c_encodable(value)
+    assert not canonical._c_encodable([1, {"a": [object()]}])
+    assert not canonical._c_encodable({1: "x"})
+
+
+def test_a_value_that_holds_itself_is_refused_as_before() -> None:
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(RecursionError):
+        canonical_json(looped)
