@@ -452,13 +452,16 @@ def claim(
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.
     issued = IssuedTokens.of(request.attempt_token)
-    with sessions(read_only=True) as session:
+    with sessions() as session:
         sqlite = is_sqlite(session)
         # SQLite has one writer at a time: answer empty polls without asking for the lock.
         nothing = sqlite and direct_claims.nothing_to_claim(
             session, token, request, clock(), issued.digest
         )
-        session.rollback()
+    if nothing is None:
+        with sessions(read_only=True) as session:
+            authenticate_provider(session, token)  # raises: not a valid provider credential
+        nothing = False
     if nothing:
         return None
     wait_for: int | None = None

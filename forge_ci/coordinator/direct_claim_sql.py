@@ -48,7 +48,9 @@ from forge_ci.models.queue import leave_statements
 
 
 @cache
-def look_statement() -> Any:
+def look_statement(fairness: bool = True) -> Any:
+    """The look; without ``fairness`` (the SQLite pre-check, which only asks whether there is
+    anything to claim) it leaves out each candidate's fairness keys and lock row."""
     p = table_of(Provider)
     other = table_of(Provider).alias("other_providers")
     a = table_of(Attempt)
@@ -62,15 +64,17 @@ def look_statement() -> Any:
         .where(a.c.provider_id == me.scalar_subquery(), a.c.request_id == bindparam("request_id"))
         .scalar_subquery()
     )
-    # Unended attempts by the state index: how many there are is bounded by capacity, while
-    # the provider's attempts grow with its history (``+ 0`` keeps the planners off the
-    # provider's index).
+    # The provider's attempts cancelled by its own change, by their partial index (a few rows,
+    # usually none; by the state index this read every unended attempt of the forge, and by
+    # the provider's index every attempt of its history). SQLite is told the index: it uses a
+    # partial one only when named or analyzed.
     waiting = (
         select(a.c.id)
+        .with_hint(a, "INDEXED BY ix_attempts_waiting", "sqlite")
         .where(
-            a.c.state.in_([literal(states.LEASED), literal(states.RUNNING)]),
-            a.c.provider_id + 0 == me.scalar_subquery(),
+            a.c.provider_id == me.scalar_subquery(),
             a.c.cancelled_by_provider_change.is_(True),
+            a.c.state.in_([literal(states.LEASED), literal(states.RUNNING)]),
         )
         .exists()
     )
@@ -120,10 +124,16 @@ def look_statement() -> Any:
             reused.label("reused"),
             counts.c.repository_id,
             counts.c.labels,
-            served.label("served"),
-            head(entries.c.queued_at).label("head_at"),
             head(entries.c.job_id).label("head_id"),
-            has_row.exists().label("has_row"),
+            *(
+                (
+                    served.label("served"),
+                    head(entries.c.queued_at).label("head_at"),
+                    has_row.exists().label("has_row"),
+                )
+                if fairness
+                else ()
+            ),
         )
         .select_from(scoped)
         .where(p.c.token_hash == bindparam("provider_hash"))
