@@ -9,6 +9,9 @@ The validate figures are set against the floor of bare YAML loading: the same in
 running ``yaml.load`` with PyYAML's C loader on the same files, in one process. The issue's
 comparison was actionlint, a Go binary that cannot be built here; bare loading is what any
 Python validator must pay at least. Goals: one file under 0.1 s, the corpus within 2x the floor.
+Each validate row also prints CPU seconds (user + system of the command and its worker processes,
+which check many files in parallel as actionlint does; ``FORGE_CI_VALIDATE_WORKERS=1`` turns
+them off), against the floor's.
 
 Every command runs with bytecode caches, as an installed package has them (a temporary
 ``PYTHONPYCACHEPREFIX`` filled by the warm-up, so the checkout is not written to).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -56,13 +60,22 @@ def forge_ci() -> list[str]:
 
 def median_wall(argv: list[str], env: dict[str, str], runs: int) -> float:
     """Median wall seconds of ``argv`` over ``runs`` runs after one warm-up; output discarded."""
-    times = []
+    return median_times(argv, env, runs)[0]
+
+
+def median_times(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+    """Median wall and CPU seconds (user + system, the process and its workers) of ``argv``."""
+    walls, cpus = [], []
     for attempt in range(runs + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.perf_counter()
         subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if attempt:
-            times.append(time.perf_counter() - began)
-    return statistics.median(times)
+            walls.append(wall)
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -96,13 +109,17 @@ def main() -> None:
             ("workflow validate, whole corpus", every, "<= 2x floor", None),
         ):
             runs = args.runs if len(files) == 1 else max(3, args.runs // 2)
-            ours = median_wall([*command, "workflow", "validate", *files], env, runs)
-            base = median_wall([*floor, *files], env, runs)
+            ours, ours_cpu = median_times([*command, "workflow", "validate", *files], env, runs)
+            base, base_cpu = median_times([*floor, *files], env, runs)
             ratio = ours / base
             met = ours < absolute if absolute is not None else ratio <= 2
             print(
                 f"  {label:<37}{ours:7.3f}   bare YAML floor {base:.3f}   ratio {ratio:.2f}x"
                 f"   goal {goal}: {'met' if met else 'NOT met'}"
+            )
+            print(
+                f"  {'':<37}cpu {ours_cpu:.3f}   floor cpu {base_cpu:.3f}"
+                f"   ratio {ours_cpu / base_cpu:.2f}x"
             )
 
 

@@ -358,6 +358,12 @@ def _mask_char(patterns: frozenset[str]) -> str:
     return chr(code)
 
 
+def mask_of(values: Iterable[str]) -> str:
+    """The mask a :class:`Masker` of ``values`` writes, without building its automata (an
+    attempt's mask is fixed at claim; its masker is built when its first log arrives)."""
+    return _mask_char(patterns_for(sorted(set(values)))) * MASK_REPEAT
+
+
 class MaskerCache:
     """Built maskers, so a busy attempt does not rebuild its automata per chunk.
 

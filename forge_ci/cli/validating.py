@@ -20,7 +20,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forge_ci.cli.validating_workers import Outcome
 
 EXIT_INVALID = 1
 #: ``forge_ci.cli.common.EXIT_REFUSED``, which imports click (a test holds them equal).
@@ -79,24 +82,31 @@ def _echo(text: str, err: bool) -> None:
 
 def read(path: str, echo: Echo) -> bytes | None:
     """The file's bytes, or ``None`` after one stderr line saying why it cannot be read."""
+    data = _read(path)
+    if isinstance(data, str):
+        echo(data, True)
+        return None
+    return data
+
+
+def _read(path: str) -> bytes | str:
+    """The file's bytes, or the stderr line saying why it cannot be read."""
     try:
         return Path(path).read_bytes()
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
-        echo(f"forge-ci: cannot read {path}: {reason}", True)
-        return None
+        return f"forge-ci: cannot read {path}: {reason}"
 
 
 def validate_files(as_json: bool, files: list[str] | tuple[str, ...], echo: Echo) -> int:
     """Check FILES, print the results (text, or a JSON array), return the exit status."""
     results: list[dict[str, Any]] = []
     unreadable = False
-    for path in files:
-        data = read(path, echo)
-        if data is None:
+    for _, message, result in _outcomes(files, echo):
+        if message is not None:
             unreadable = True
-            continue
-        results.append(check(path, data))
+        if result is not None:
+            results.append(result)
     if as_json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:
@@ -117,9 +127,51 @@ def validate_files(as_json: bool, files: list[str] | tuple[str, ...], echo: Echo
     return 0
 
 
+def _outcomes(files: list[str] | tuple[str, ...], echo: Echo) -> list[Outcome]:
+    """Each file's result or unreadable message, in order; those messages are already echoed.
+
+    Many files are checked in worker processes (:mod:`forge_ci.cli.validating_workers`) and
+    give what the serial loop gives; one file, or anything amiss with the workers, takes the
+    serial loop, which echoes each message as it reads.
+    """
+
+    def check_one(index: int) -> Outcome:
+        path = files[index]
+        data = _read(path)
+        if isinstance(data, str):
+            return index, data, None
+        return index, None, check(path, data)
+
+    workers = 1
+    if len(files) > 1:  # one file (the start-up people wait for) does without the module
+        from forge_ci.cli.validating_workers import check_in_workers, worker_count
+
+        workers = worker_count(len(files))
+    if workers > 1:
+        # What a check imports is imported before the fork, once, not in every worker.
+        import forge_ci.workflow.action_metadata
+        import forge_ci.workflow.actions
+        import forge_ci.workflow.parser  # noqa: F401
+
+        outcomes = check_in_workers(len(files), workers, check_one)
+        if outcomes is not None:
+            for _, message, _ in outcomes:
+                if message is not None:
+                    echo(message, True)
+            return outcomes
+    serial: list[Outcome] = []
+    for index in range(len(files)):
+        outcome = check_one(index)
+        if outcome[1] is not None:
+            echo(outcome[1], True)
+        serial.append(outcome)
+    return serial
+
+
 def check(path: str, data: bytes) -> dict[str, Any]:
     """One file's result: validity, errors, notices and (when valid) its plan digest."""
-    from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+    from forge_ci.workflow import WorkflowInvalid, parse_workflow
+    from forge_ci.workflow.parser import workflow_plan_digest
 
     try:
         parsed = parse_workflow(data, path)
@@ -140,7 +192,7 @@ def check(path: str, data: bytes) -> dict[str, Any]:
         "valid": True,
         "errors": [],
         "notices": [notice.as_dict() for notice in parsed.notices],
-        "plan_digest": plan_digest(build_plan(parsed)),
+        "plan_digest": workflow_plan_digest(parsed),
     }
 
 
@@ -151,6 +203,14 @@ def _local_action_problems(path: str, parsed: Any) -> list[Any]:
     checked, and so are the step's ``with`` keys against its inputs. Other actions are checked
     when a run is created.
     """
+    local = [
+        (step, step.action)
+        for job in parsed.jobs
+        for step in job.steps
+        if step.action is not None and step.action.startswith(".")
+    ]
+    if not local:
+        return []
     workflow_dir = Path(path).resolve().parent
     if workflow_dir.parts[-2:] != (".github", "workflows"):
         return []
@@ -161,26 +221,23 @@ def _local_action_problems(path: str, parsed: Any) -> list[Any]:
 
     root = workflow_dir.parent.parent
     problems: list[Diagnostic] = []
-    for job in parsed.jobs:
-        for step in job.steps:
-            if step.action is None or not step.action.startswith("."):
-                continue
-            uses = step.node.get("uses") or step.node
-            folder = root / parse_reference(step.action).path
-            files = [folder / name for name in ("action.yml", "action.yaml")]
-            found = next((file for file in files if file.is_file()), None)
-            if found is None:
-                message = f"uses: {step.action}: there is no {folder}/action.yml (or action.yaml)"
-                problems.append(Diagnostic(uses.line, uses.column, message))
-                continue
-            try:
-                metadata = parse_action_metadata(found.read_bytes(), step.action, found.name)
-            except ActionInvalid as exc:
-                problems.append(Diagnostic(uses.line, uses.column, exc.message))
-                continue
-            with_node = step.node.get("with")
-            keys = with_node.items if isinstance(with_node, Mapping) else []
-            positions = {key.value: key for key, _ in keys}
-            for name, message in input_problems(step.action, metadata.input_names, positions):
-                problems.append(Diagnostic(positions[name].line, positions[name].column, message))
+    for step, action in local:
+        uses = step.node.get("uses") or step.node
+        folder = root / parse_reference(action).path
+        files = [folder / name for name in ("action.yml", "action.yaml")]
+        found = next((file for file in files if file.is_file()), None)
+        if found is None:
+            message = f"uses: {action}: there is no {folder}/action.yml (or action.yaml)"
+            problems.append(Diagnostic(uses.line, uses.column, message))
+            continue
+        try:
+            metadata = parse_action_metadata(found.read_bytes(), action, found.name)
+        except ActionInvalid as exc:
+            problems.append(Diagnostic(uses.line, uses.column, exc.message))
+            continue
+        with_node = step.node.get("with")
+        keys = with_node.items if isinstance(with_node, Mapping) else []
+        positions = {key.value: key for key, _ in keys}
+        for name, message in input_problems(action, metadata.input_names, positions):
+            problems.append(Diagnostic(positions[name].line, positions[name].column, message))
     return problems

@@ -84,12 +84,14 @@ def build_assignment(
     run: SnapshotRun,
     now: datetime,
     attempt_token: str,
+    variables: dict[str, str] | None = None,
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
 
     It names secrets but holds no value: the runner asks for a started step's values. ``job``
     and ``run`` may be rows lighter than the models (the direct claim path reads only what it
-    needs); the ``needs`` context reads the run's jobs as models.
+    needs); the ``needs`` context reads the run's jobs as models. ``variables``: the ``vars``
+    context when the caller has read it (``secrets.policy.variables_query``), else it is read here.
     """
     from forge_ci.runs.event_payload import run_inputs
 
@@ -123,7 +125,9 @@ def build_assignment(
             "needs": needs,
             "inputs": run_inputs(run.context),
             # Current values (like secrets): a rerun sees the variables as they are now.
-            "vars": variables_for(session, run.repository_id, run.ref, run.workflow_path),
+            "vars": variables
+            if variables is not None
+            else variables_for(session, run.repository_id, run.ref, run.workflow_path),
         },
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
         actions=actions,

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from forge_ci import states
 from forge_ci.coordinator.credentials import job_token, token_hash
 from forge_ci.coordinator.leases import refresh_next_check
-from forge_ci.coordinator.logs import MASKERS
+from forge_ci.masking import mask_of
 from forge_ci.models import Attempt, AttemptStep
 from forge_ci.models.base import table_of
 from forge_ci.protocol import Assignment, ClaimRequest, hook_steps
@@ -52,6 +52,21 @@ def fairness_order(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (c.served, c.oldest, c.repository_id))
 
 
+@dataclass(frozen=True)
+class IssuedTokens:
+    """What a claim derives from the runner's fresh attempt token: pure, so computed before
+    the claim transaction takes its locks."""
+
+    digest: str
+    job_token_hash: str
+    log_mask: str
+
+    @classmethod
+    def of(cls, attempt_token: str) -> IssuedTokens:
+        issued = job_token(attempt_token)
+        return cls(token_hash(attempt_token), token_hash(issued), mask_of([attempt_token, issued]))
+
+
 def new_attempt(
     *,
     job_id: int,
@@ -63,8 +78,11 @@ def new_attempt(
     plan_job: dict[str, Any],
     now: datetime,
     lease: timedelta,
+    issued: IssuedTokens | None = None,
 ) -> Attempt:
     """The leased attempt a claim creates (not yet added to a session or inserted)."""
+    issued = issued or IssuedTokens.of(request.attempt_token)
+    assert issued.digest == digest
     attempt = Attempt(
         job_id=job_id,
         number=number,
@@ -76,8 +94,8 @@ def new_attempt(
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
         lease_expires_at=now + lease,
-        log_mask=MASKERS.get([request.attempt_token, job_token(request.attempt_token)]).mask,
-        job_token_hash=token_hash(job_token(request.attempt_token)),
+        log_mask=issued.log_mask,
+        job_token_hash=issued.job_token_hash,
     )
     refresh_next_check(attempt)
     return attempt
@@ -104,11 +122,21 @@ CLAIMED_COLUMNS = (
 def insert_steps(
     connection: Connection, attempt_id: int, plan_job: dict[str, Any], assignment: Assignment
 ) -> None:
-    """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps.
+    """The attempt's step rows (:func:`step_rows`) in one multi-row INSERT beside the attempt
+    (through ``attempt.steps`` the ORM would load the collection and insert row by row)."""
+    rows = step_rows(attempt_id, plan_job, assignment)
+    if rows:
+        connection.execute(insert(table_of(AttemptStep)), rows)
 
-    One multi-row INSERT beside the attempt (through ``attempt.steps`` the ORM would load the
-    collection and insert row by row).
-    """
+
+#: The step columns a claim sets (the others keep their column defaults).
+STEP_COLUMNS = ("attempt_id", "position", "step_id", "name", "state")
+
+
+def step_rows(
+    attempt_id: int, plan_job: dict[str, Any], assignment: Assignment
+) -> list[dict[str, Any]]:
+    """The attempt's step rows: the actions' pre steps, the plan's steps, the post steps."""
     from forge_ci.workflow.render import as_written
 
     rows: list[tuple[str, str]] = []
@@ -117,18 +145,13 @@ def insert_steps(
         rows.append((str(step["id"]), as_written(name) or str(step["id"])))
     pre, post = hook_steps(assignment.steps, assignment.actions)
     rows = [(hook.id, hook.name) for hook in pre] + rows + [(hook.id, hook.name) for hook in post]
-    if not rows:
-        return
-    connection.execute(
-        insert(table_of(AttemptStep)),
-        [
-            {
-                "attempt_id": attempt_id,
-                "position": position,
-                "step_id": step_id,
-                "name": name,
-                "state": states.PENDING,
-            }
-            for position, (step_id, name) in enumerate(rows)
-        ],
-    )
+    return [
+        {
+            "attempt_id": attempt_id,
+            "position": position,
+            "step_id": step_id,
+            "name": name,
+            "state": states.PENDING,
+        }
+        for position, (step_id, name) in enumerate(rows)
+    ]

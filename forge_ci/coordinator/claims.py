@@ -49,6 +49,7 @@ from forge_ci.coordinator.claim_rows import (
     EPOCH,
     Candidate,
     ClaimOutcome,
+    IssuedTokens,
     fairness_order,
     insert_steps,
     new_attempt,
@@ -449,11 +450,18 @@ def claim(
     ``lock_dir``.
     """
     source = source or secrets.NO_SECRETS
-    with sessions(read_only=True) as session:
+    # Pure: derived from the fresh token before any transaction takes a lock.
+    issued = IssuedTokens.of(request.attempt_token)
+    with sessions() as session:
         sqlite = is_sqlite(session)
         # SQLite has one writer at a time: answer empty polls without asking for the lock.
-        nothing = sqlite and direct_claims.nothing_to_claim(session, token, request, clock())
-        session.rollback()
+        nothing = sqlite and direct_claims.nothing_to_claim(
+            session, token, request, clock(), issued.digest
+        )
+    if nothing is None:
+        with sessions(read_only=True) as session:
+            authenticate_provider(session, token)  # raises: not a valid provider credential
+        nothing = False
     if nothing:
         return None
     wait_for: int | None = None
@@ -461,7 +469,14 @@ def claim(
         with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
             try:
                 outcome = _claim_round(
-                    session, token, request, clock(), source, wait_for, lease, round_number == 0
+                    session,
+                    token,
+                    request,
+                    clock(),
+                    source,
+                    wait_for,
+                    lease,
+                    issued if round_number == 0 else None,
                 )
                 session.commit()
             except ClaimConflict:
@@ -491,17 +506,16 @@ def _claim_round(
     source: secrets.SecretSource,
     wait_for: int | None,
     lease: timedelta,
-    direct: bool,
+    direct: IssuedTokens | None,
 ) -> ClaimOutcome:
-    """One claim transaction: the direct path first when ``direct``, else (or when it leaves
-    the claim) the ORM path, in a new transaction."""
-    if direct:
-        begin_write(session)
-        outcome = direct_claims.claim_direct(session, token, request, now, source, lease)
+    """One claim transaction: the direct path first when ``direct`` (the fresh token's derived
+    values) is given, else (or when it leaves the claim) the ORM path, in ``session``."""
+    if direct is not None:
+        # Its own transaction (committed, or rolled back when it leaves the claim).
+        outcome = direct_claims.claim_direct(session, token, request, now, source, lease, direct)
         if outcome is not direct_claims.UNHANDLED:
             assert isinstance(outcome, ClaimOutcome)
             return outcome
-        session.rollback()
     return claim_once(
         session, token, request, now, source, wait_for_repository=wait_for, lease=lease
     )

@@ -26,30 +26,16 @@ from __future__ import annotations
 
 import enum
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import (
-    JSON,
-    String,
-    and_,
-    bindparam,
-    cast,
-    func,
-    insert,
-    literal,
-    literal_column,
-    or_,
-    select,
-    type_coerce,
-    update,
-)
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.authz import actor_as_now, effective_role
+from forge_ci.coordinator import direct_claim_sql as sql
 from forge_ci.coordinator import secrets
 from forge_ci.coordinator.assignments import build_assignment
 from forge_ci.coordinator.attempts import may_run_code
@@ -58,29 +44,21 @@ from forge_ci.coordinator.claim_rows import (
     EPOCH,
     Candidate,
     ClaimOutcome,
+    IssuedTokens,
     fairness_order,
-    insert_steps,
     new_attempt,
+    step_rows,
 )
 from forge_ci.coordinator.credentials import hashes_match, token_hash
-from forge_ci.coordinator.providers import authenticate_provider
-from forge_ci.db import is_sqlite
+from forge_ci.coordinator.direct_claim_sql import TakenJob, TakenRun
+from forge_ci.coordinator.driver_sql import cursor_of
 from forge_ci.models import (
-    Attempt,
     Job,
-    Membership,
-    Provider,
-    ProviderGrant,
-    QueueCount,
-    QueuedJob,
-    Repository,
     Run,
-    RunSequence,
-    User,
 )
-from forge_ci.models.base import table_of
-from forge_ci.models.queue import key_labels, leave_queue
+from forge_ci.models.queue import key_labels
 from forge_ci.protocol import Assignment, ClaimRequest
+from forge_ci.secrets.policy import variables_query, variables_statement
 
 CONTACT_INTERVAL = timedelta(seconds=10)
 
@@ -121,262 +99,22 @@ class _Requester(NamedTuple):
     is_active: bool
 
 
-# --- the statements (built once per process, on first use: no work at import time) ------------
-
-
-@cache
-def _look_statement() -> Any:
-    p = table_of(Provider)
-    other = table_of(Provider).alias("other_providers")
-    a = table_of(Attempt)
-    counts = table_of(QueueCount)
-    entries = table_of(QueuedJob)
-    # The provider's own flags do not depend on the candidate row: uncorrelated subqueries (on
-    # the provider found by its credential), so the database computes each once, by index.
-    me = select(other.c.id).where(other.c.token_hash == bindparam("provider_hash"))
-    replay = (
-        select(a.c.id)
-        .where(a.c.provider_id == me.scalar_subquery(), a.c.request_id == bindparam("request_id"))
-        .scalar_subquery()
-    )
-    # Unended attempts by the state index: how many there are is bounded by capacity, while
-    # the provider's attempts grow with its history (``+ 0`` keeps the planners off the
-    # provider's index).
-    waiting = (
-        select(a.c.id)
-        .where(
-            a.c.state.in_([literal(states.LEASED), literal(states.RUNNING)]),
-            a.c.provider_id + 0 == me.scalar_subquery(),
-            a.c.cancelled_by_provider_change.is_(True),
-        )
-        .exists()
-    )
-    reused = or_(
-        select(a.c.id).where(a.c.token_hash == bindparam("digest")).exists(),
-        select(other.c.id).where(other.c.token_hash == bindparam("digest")).exists(),
-    )
-    granted = select(table_of(ProviderGrant).c.repository_id).where(
-        table_of(ProviderGrant).c.provider_id == p.c.id
-    )
-    served = (
-        select(func.max(a.c.claimed_at))
-        .where(a.c.repository_id == counts.c.repository_id)
-        .scalar_subquery()
-    )
-
-    def head(column: Any) -> Any:
-        return (
-            select(column)
-            .where(
-                entries.c.repository_id == counts.c.repository_id,
-                entries.c.labels == counts.c.labels,
-            )
-            .order_by(entries.c.queued_at, entries.c.job_id)
-            .limit(1)
-            .scalar_subquery()
-        )
-
-    sequences = table_of(RunSequence)
-    has_row = select(sequences.c.repository_id).where(
-        sequences.c.repository_id == counts.c.repository_id
-    )
-    scoped = p.outerjoin(
-        counts,
-        and_(counts.c.queued > 0, or_(p.c.scope == "all", counts.c.repository_id.in_(granted))),
-    )
-    return (
-        select(
-            p.c.id,
-            p.c.token_hash,
-            p.c.state,
-            p.c.labels.label("provider_labels"),
-            p.c.last_contact_at,
-            p.c.egress_policy,
-            replay.label("replay"),
-            waiting.label("waiting"),
-            reused.label("reused"),
-            counts.c.repository_id,
-            counts.c.labels,
-            served.label("served"),
-            head(entries.c.queued_at).label("head_at"),
-            head(entries.c.job_id).label("head_id"),
-            has_row.exists().label("has_row"),
-        )
-        .select_from(scoped)
-        .where(p.c.token_hash == bindparam("provider_hash"))
-        .with_for_update(read=True, key_share=True, of=p)  # PostgreSQL only
-    )
-
-
-@cache
-def _wait_statement() -> Any:
-    """PostgreSQL: wait for a busy repository's scheduling row."""
-    sequences = table_of(RunSequence)
-    query = select(sequences.c.repository_id).where(
-        sequences.c.repository_id == bindparam("repository_id")
-    )
-    return query.with_for_update()
-
-
-@dataclass(frozen=True)
-class TakenRun:
-    """What the direct path reads of the taken job's run (see ``contexts.SnapshotRun``)."""
-
-    id: int
-    number: int
-    repository_id: int
-    ref: str
-    sha: str
-    workflow_path: str
-    workflow_name: str | None
-    requested_by_id: int | None
-    requested_by_name: str
-    context: dict[str, Any]
-    actions: dict[str, Any] | None
-    state: str
-
-
-@dataclass(frozen=True)
-class TakenJob:
-    """What the direct path reads of the taken job: its own entry of the plan, not the plan."""
-
-    id: int
-    key: str
-    job_id: str
-    name: str
-    needs: list[str]
-    state: str
-    plan_job: dict[str, Any]
-
-    def definition(self) -> dict[str, Any]:
-        return self.plan_job
-
-
-_RUN_COLUMNS = tuple(f.name for f in fields(TakenRun))
-_JOB_COLUMNS = ("id", "key", "job_id", "name", "needs", "state")
-
-
-def _plan_entry(dialect: str) -> Any:
-    """The job's own entry of its run's plan, extracted by the database (a run's plan holds
-    every job; decoding all of it for one claim cost more than the rest of the read)."""
-    jobs, runs = table_of(Job), table_of(Run)
-    entry: Any
-    if dialect == "postgresql":
-        entry = runs.c.plan.op("->")(literal_column("'jobs'")).op("->")(jobs.c.position)
-    else:
-        path = literal("$.jobs[", String) + cast(jobs.c.position, String) + literal("]", String)
-        entry = func.json_extract(runs.c.plan, path)
-    return type_coerce(entry, JSON).label("plan_job")
-
-
-@cache
-def _take_statement(dialect: str, locking: bool = False) -> Any:
-    """The take; ``locking`` (PostgreSQL): also the repository's scheduling row, ``FOR UPDATE
-    SKIP LOCKED``, in the same round trip (no row: busy, or nothing queued any more)."""
-    statement = _take(dialect)
-    if not locking:
-        return statement
-    sequences = table_of(RunSequence)
-    return statement.join(
-        sequences, sequences.c.repository_id == table_of(QueueCount).c.repository_id
-    ).with_for_update(of=sequences, skip_locked=True)
-
-
-def _take(dialect: str) -> Any:
-    jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
-    users, memberships, attempts = table_of(User), table_of(Membership), table_of(Attempt)
-    counts, others = table_of(QueueCount), table_of(QueuedJob).alias("heads")
-    # The head of each of the repository's label sets, by index seek (flat in queue depth),
-    # and the oldest of those heads, read by the statement that takes the repository lock (not
-    # in the look): a claim that took a head before it cannot make us pass over an older job of
-    # another label set. One that commits between this statement's snapshot and its lock left
-    # us a taken job: its move finds it no longer queued and the ORM path decides.
-    head = (
-        select(others.c.job_id)
-        .where(others.c.repository_id == counts.c.repository_id, others.c.labels == counts.c.labels)
-        .order_by(others.c.queued_at, others.c.job_id)
-        .limit(1)
-        .scalar_subquery()
-    )
-    last_number = (
-        select(func.max(attempts.c.number))
-        .where(attempts.c.job_id == entries.c.job_id)
-        .scalar_subquery()
-    )
-    return (
-        select(
-            *(jobs.c[name].label(f"job_{name}") for name in _JOB_COLUMNS),
-            *(runs.c[name].label(f"run_{name}") for name in _RUN_COLUMNS),
-            _plan_entry(dialect),
-            table_of(Repository).c.owner_id,
-            users.c.id.label("user_id"),
-            users.c.name.label("user_name"),
-            users.c.is_admin,
-            users.c.is_active,
-            memberships.c.role,
-            last_number.label("last_number"),
-            entries.c.labels.label("queue_labels"),
-        )
-        .select_from(counts)
-        .join(entries, entries.c.job_id == head)
-        .join(jobs, jobs.c.id == entries.c.job_id)
-        .join(runs, runs.c.id == jobs.c.run_id)
-        .join(table_of(Repository), table_of(Repository).c.id == runs.c.repository_id)
-        .outerjoin(users, users.c.id == runs.c.requested_by_id)
-        .outerjoin(
-            memberships,
-            and_(
-                memberships.c.repository_id == runs.c.repository_id,
-                memberships.c.user_id == runs.c.requested_by_id,
-            ),
-        )
-        .where(
-            counts.c.repository_id == bindparam("repository_id"),
-            counts.c.labels.in_(bindparam("labels", expanding=True)),
-            counts.c.queued > 0,
-        )
-        .order_by(entries.c.queued_at, entries.c.job_id)
-        .limit(1)
-    )
-
-
-@cache
-def _move_statements() -> tuple[Any, Any]:
-    return _to_running(table_of(Job), "job_pk"), _to_running(table_of(Run), "run_pk")
-
-
-def _to_running(table: Any, key: str) -> Any:
-    """queued -> running of the row ``key`` names, stamped ``moved_at``; ``revision`` grows with
-    the shown change, as the ORM's counter does (models/revisions.py)."""
-    return (
-        update(table)
-        .where(table.c.id == bindparam(key), table.c.state == states.QUEUED)
-        .values(
-            state=states.RUNNING,
-            started_at=bindparam("moved_at", type_=table.c.started_at.type),
-            revision=table.c.revision + 1,
-        )
-    )
-
-
-@cache
-def _insert_attempt() -> Any:
-    attempts = table_of(Attempt)
-    return insert(attempts).returning(attempts.c.id)
-
-
 # --- the path ------------------------------------------------------------------------------------
 
 
-def look(session: Session, token: str, request: ClaimRequest) -> Look | None:
-    """The first statement; None when the credential is not a valid provider's."""
-    rows = session.connection().execute(
-        _look_statement(),
-        {
-            "provider_hash": token_hash(token),
-            "request_id": request.request_id,
-            "digest": token_hash(request.attempt_token),
-        },
+def look(
+    connection: Connection,
+    cursor: Any,
+    token: str,
+    request: ClaimRequest,
+    digest: str,
+    fairness: bool = True,
+) -> Look | None:
+    """The first statement; None when the credential is not a valid provider's. Without
+    ``fairness`` the candidates are found but not ordered (the pre-check)."""
+    rows = sql.prepared(connection, sql.look_statement, fairness).rows(
+        cursor,
+        {"provider_hash": token_hash(token), "request_id": request.request_id, "digest": digest},
     )
     seen: Look | None = None
     found: dict[int, Candidate] = {}
@@ -392,14 +130,15 @@ def look(session: Session, token: str, request: ClaimRequest) -> Look | None:
                 else frozenset(),
                 last_contact_at=row.last_contact_at,
                 egress_policy=row.egress_policy,
-                unusual=row.replay is not None
-                or bool(row.reused)
-                or row.token_hash == token_hash(request.attempt_token),
+                unusual=row.replay is not None or bool(row.reused) or row.token_hash == digest,
                 waiting=bool(row.waiting),
             )
         if row.repository_id is None or row.head_id is None:
             continue
         if not key_labels(row.labels) <= seen.labels:
+            continue
+        if not fairness:
+            found.setdefault(row.repository_id, Candidate(row.repository_id, False))
             continue
         candidate = found.setdefault(
             row.repository_id,
@@ -416,14 +155,28 @@ def look(session: Session, token: str, request: ClaimRequest) -> Look | None:
 
 
 def nothing_to_claim(
-    session: Session, token: str | None, request: ClaimRequest, now: datetime
-) -> bool:
+    session: Session, token: str | None, request: ClaimRequest, now: datetime, digest: str
+) -> bool | None:
     """The SQLite pre-check (read-only, one statement): True when a claim would certainly
-    find nothing, so empty polls never queue for the write lock. Raises BadCredential."""
-    seen = look(session, token, request) if token is not None else None
+    find nothing, so empty polls never queue for the write lock; None when the credential is
+    not a valid provider's (the caller authenticates it, in a read-only session, to say why).
+
+    ``session`` is a writer's, never begun: the look runs in a deferred (reading) transaction
+    on a connection of its engine, whose page cache the claims' own writes keep warm (on a
+    reader's connection every page another connection wrote since is read again: the look
+    cost about 1.6x as much there).
+    """
+    if token is None:
+        return None
+    with _connect(session) as connection:
+        cursor = cursor_of(connection)
+        cursor.execute("BEGIN")  # deferred: takes no lock, and the look only reads
+        try:
+            seen = look(connection, cursor, token, request, digest, False)
+        finally:
+            connection.connection.rollback()
     if seen is None:
-        authenticate_provider(session, token)  # raises: not a valid provider credential
-        return False
+        return None
     if seen.unusual or seen.contact_due(now):
         return False
     if seen.state != "active":
@@ -431,7 +184,16 @@ def nothing_to_claim(
     return not seen.waiting and not seen.candidates
 
 
-def _touch(session: Session, seen: Look, now: datetime, egress_policy: str) -> None:
+def _connect(session: Session) -> Connection:
+    """A new Core connection of the session's engine (its reader's or its writer's)."""
+    bind = session.get_bind()
+    assert isinstance(bind, Engine), "claims take sessions bound to an engine"
+    return bind.connect()
+
+
+def _touch(
+    connection: Connection, cursor: Any, seen: Look, now: datetime, egress_policy: str
+) -> None:
     values: dict[str, Any] = {}
     if seen.contact_due(now):
         values["last_contact_at"] = now
@@ -439,10 +201,29 @@ def _touch(session: Session, seen: Look, now: datetime, egress_policy: str) -> N
     if egress_policy and seen.egress_policy != egress_policy:
         values["egress_policy"] = egress_policy
     if values:
-        providers = table_of(Provider)
-        session.connection().execute(
-            update(providers).where(providers.c.id == seen.provider_id).values(**values)
-        )
+        statement = sql.prepared(connection, sql.touch_statement, tuple(sorted(values)))
+        statement.execute(cursor, {**values, "provider_pk": seen.provider_id})
+
+
+@dataclass
+class _Claim:
+    """One direct claim's inputs and its connection (statements run on its bare cursor)."""
+
+    connection: Connection
+    cursor: Any
+    request: ClaimRequest
+    issued: IssuedTokens
+    now: datetime
+    source: secrets.SecretSource
+    lease: timedelta
+    _orm: Session | None = None
+
+    def session(self) -> Session:
+        """A session in this claim's transaction, for the model-based checks (a job with
+        needs or secrets); it neither commits nor rolls back the transaction."""
+        if self._orm is None:
+            self._orm = Session(bind=self.connection, expire_on_commit=False)
+        return self._orm
 
 
 def claim_direct(
@@ -452,27 +233,48 @@ def claim_direct(
     now: datetime,
     source: secrets.SecretSource,
     lease: timedelta,
+    issued: IssuedTokens | None = None,
 ) -> ClaimOutcome | _Unhandled:
-    """One claim transaction (begun by the caller with ``begin_write``), or UNHANDLED: roll
-    back and let the ORM path decide. The caller commits."""
+    """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide
+    in ``session``, which this leaves untouched). The transaction is a Core connection of the
+    session's writer engine (``BEGIN IMMEDIATE`` on SQLite), not the session's own: its
+    machinery cost about as much as the statements. ``issued``: the fresh token's derived
+    values, computed before the transaction (else here)."""
     if token is None:
         return UNHANDLED
-    seen = look(session, token, request)
+    issued = issued or IssuedTokens.of(request.attempt_token)
+    with _connect(session) as connection:
+        connection.begin()
+        claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
+        try:
+            outcome = _claim(claim, token)
+        finally:
+            if claim._orm is not None:
+                claim._orm.close()
+        if outcome is UNHANDLED:
+            connection.rollback()
+        else:
+            connection.commit()
+        return outcome
+
+
+def _claim(claim: _Claim, token: str) -> ClaimOutcome | _Unhandled:
+    connection, request, now = claim.connection, claim.request, claim.now
+    seen = look(connection, claim.cursor, token, request, claim.issued.digest)
     if seen is None or seen.unusual:
         return UNHANDLED
-    _touch(session, seen, now, request.egress_policy)
+    _touch(connection, claim.cursor, seen, now, request.egress_policy)
     if seen.state != "active":
         return ClaimOutcome(None)
     if seen.waiting:
         return UNHANDLED
-    postgres = not is_sqlite(session)
-    wait = _wait_statement()
+    postgres = connection.dialect.name == "postgresql"
     busy: list[Candidate] = []
     for candidate in seen.candidates:
         # PostgreSQL: the take also locks the repository's scheduling row (skipping it when
         # another claimer holds it); a repository without one has nothing to lock.
         locking = postgres and candidate.has_row
-        taken = _take_from(session, seen, candidate, request, now, source, lease, locking)
+        taken = _take_from(claim, seen, candidate, locking)
         if taken is not None:
             return taken if taken is UNHANDLED else ClaimOutcome(taken)
         if locking:
@@ -482,8 +284,10 @@ def claim_direct(
     if busy:
         # As the ORM path: wait for one busy repository, holding no other repository lock.
         chosen = random.choice(busy)
-        session.connection().execute(wait, {"repository_id": chosen.repository_id})
-        taken = _take_from(session, seen, chosen, request, now, source, lease)
+        sql.prepared(connection, sql.wait_statement).execute(
+            claim.cursor, {"repository_id": chosen.repository_id}
+        ).fetchall()
+        taken = _take_from(claim, seen, chosen)
         if taken is not None:
             return taken if taken is UNHANDLED else ClaimOutcome(taken)
         busy.remove(chosen)
@@ -491,38 +295,27 @@ def claim_direct(
 
 
 def _take_from(
-    session: Session,
-    seen: Look,
-    candidate: Candidate,
-    request: ClaimRequest,
-    now: datetime,
-    source: secrets.SecretSource,
-    lease: timedelta,
-    locking: bool = False,
+    claim: _Claim, seen: Look, candidate: Candidate, locking: bool = False
 ) -> Assignment | _Unhandled | None:
     """The oldest queued job of the candidate's label sets leased, UNHANDLED, or None (their
     queues are empty; ``locking``: or the repository is another claimer's)."""
-    statement = _take_statement(session.connection().dialect.name, locking)
-    parameters = {"repository_id": candidate.repository_id, "labels": candidate.label_keys}
-    row = session.connection().execute(statement, parameters).first()
+    connection = claim.connection
+    keys = candidate.label_keys
+    statement = sql.prepared(
+        connection, sql.take_statement, connection.dialect.name, len(keys), locking
+    )
+    parameters: dict[str, Any] = {f"labels_{i}": key for i, key in enumerate(keys)}
+    parameters["repository_id"] = candidate.repository_id
+    row = statement.first(claim.cursor, parameters)
     if row is None:
         return None
-    return _lease(session, seen, row, row.queue_labels, request, now, source, lease)
+    return _lease(claim, seen, row)
 
 
-def _lease(
-    session: Session,
-    seen: Look,
-    row: Any,
-    labels: str,
-    request: ClaimRequest,
-    now: datetime,
-    source: secrets.SecretSource,
-    lease: timedelta,
-) -> Assignment | _Unhandled:
-    run = TakenRun(**{name: getattr(row, f"run_{name}") for name in _RUN_COLUMNS})
+def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
+    run = TakenRun(**{name: getattr(row, f"run_{name}") for name in sql.RUN_COLUMNS})
     job = TakenJob(
-        **{name: getattr(row, f"job_{name}") for name in _JOB_COLUMNS}, plan_job=row.plan_job
+        **{name: getattr(row, f"job_{name}") for name in sql.JOB_COLUMNS}, plan_job=row.plan_job
     )
     if run.requested_by_id is not None:
         requester = None
@@ -531,34 +324,50 @@ def _lease(
         if not may_run_code(effective_role(actor_as_now(requester), row, row.role)):
             return UNHANDLED  # the ORM path cancels the job and says why
     plan_job = job.plan_job
-    if secrets.references(plan_job) and _secret_refusal(session, source, run, job):
+    if secrets.references(plan_job) and _secret_refusal(claim.session(), claim.source, run, job):
         return UNHANDLED  # the ORM path fails the job and says why
-    connection = session.connection()
-    move_job, move_run = _move_statements()
+    connection, cursor, now = claim.connection, claim.cursor, claim.now
     states.require_transition("job", job.state, states.RUNNING)
-    if connection.execute(move_job, {"job_pk": job.id, "moved_at": now}).rowcount != 1:
+    move = sql.prepared(connection, sql.move_job)
+    moved = move.execute(cursor, {"job_pk": job.id, "moved_at": now})
+    if moved.rowcount != 1:
         return UNHANDLED
     if run.state == states.QUEUED:
         # No job of a queued run has started before, so this one's start is the run's.
         states.require_transition("run", run.state, states.RUNNING)
-        connection.execute(move_run, {"run_pk": run.id, "moved_at": now})
-    leave_queue(connection, job.id, run.repository_id, labels)
+        sql.prepared(connection, sql.move_run).execute(cursor, {"run_pk": run.id, "moved_at": now})
+    _leave_queue(claim, job.id, run.repository_id, row.queue_labels)
     attempt = new_attempt(
         job_id=job.id,
         number=(row.last_number or 0) + 1,
         provider_id=seen.provider_id,
         repository_id=run.repository_id,
-        request=request,
-        digest=token_hash(request.attempt_token),
+        request=claim.request,
+        digest=claim.issued.digest,
         plan_job=plan_job,
         now=now,
-        lease=lease,
+        lease=claim.lease,
+        issued=claim.issued,
     )
     values = {name: getattr(attempt, name) for name in CLAIMED_COLUMNS}
-    attempt.id = connection.execute(_insert_attempt(), values).scalar_one()
-    assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
-    insert_steps(connection, attempt.id, plan_job, assignment)
+    (attempt.id,) = sql.prepared(connection, sql.insert_attempt).execute(cursor, values).fetchone()
+    _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
+    read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
+    variables = {name: value for name, value in read.rows(cursor, parameters) if value is not None}
+    assignment = build_assignment(
+        claim.session(), attempt, job, run, now, claim.request.attempt_token, variables
+    )
+    steps = step_rows(attempt.id, plan_job, assignment)
+    if steps:
+        sql.prepared(connection, sql.insert_step).execute_many(cursor, steps)
     return assignment
+
+
+def _leave_queue(claim: _Claim, job_id: int, repository_id: int, labels: str) -> None:
+    """``models.queue.leave_queue`` on the bare cursor: the entry goes, its count drops."""
+    remove, take = (sql.prepared(claim.connection, sql.leave_statement, index) for index in (0, 1))
+    if remove.execute(claim.cursor, {"job_id": job_id}).rowcount == 1:
+        take.execute(claim.cursor, {"entry_repository": repository_id, "entry_labels": labels})
 
 
 def _secret_refusal(

@@ -27,6 +27,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -47,6 +48,14 @@ _COMPLETED_HAS_CONCLUSION = (
 )
 
 
+#: The partial index's condition, as each dialect renders ``cancelled_by_provider_change IS
+#: true`` (SQLite uses the index only for a query whose condition says the same).
+WAITING_WHERE = {
+    "sqlite": "cancelled_by_provider_change IS 1",
+    "postgresql": "cancelled_by_provider_change IS true",
+}
+
+
 class Attempt(Base):
     """One try at running one job, leased to one provider."""
 
@@ -63,6 +72,14 @@ class Attempt(Base):
         CheckConstraint(_COMPLETED_HAS_CONCLUSION, name="conclusion_iff_completed"),
         Index("ix_attempts_state_next_check_at", "state", "next_check_at"),
         Index("ix_attempts_repository_id_claimed_at", "repository_id", "claimed_at"),
+        # A claim asks whether its provider waits out a cancellation of its own making: only
+        # those attempts, not every unended one (migration 0009_claims3).
+        Index(
+            "ix_attempts_waiting",
+            "provider_id",
+            sqlite_where=text(WAITING_WHERE["sqlite"]),
+            postgresql_where=text(WAITING_WHERE["postgresql"]),
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -147,7 +147,7 @@ def _leave(connection: Connection, job: Any) -> None:
 
 
 @cache
-def _leave_statements() -> tuple[Any, Any]:
+def leave_statements() -> tuple[Any, Any]:
     entries, counts = table_of(QueuedJob), table_of(QueueCount)
     return (
         delete(entries).where(entries.c.job_id == bindparam("job_id")),
@@ -163,7 +163,7 @@ def _leave_statements() -> tuple[Any, Any]:
 def leave_queue(connection: Connection, job_id: int, repository_id: int, labels: str) -> None:
     """A job known to be queued with ``labels`` leaves the queue; for Core statements that
     move a job out of ``queued`` (the direct claim path), which the ORM events do not see."""
-    remove, take = _leave_statements()
+    remove, take = leave_statements()
     if connection.execute(remove, {"job_id": job_id}).rowcount == 1:
         connection.execute(take, {"entry_repository": repository_id, "entry_labels": labels})
 

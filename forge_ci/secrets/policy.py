@@ -112,7 +112,7 @@ def open_secret(session: Session, keyring: Keyring, repository_id: int, name: st
 
 
 @cache
-def _variables_statement(on_branch: bool) -> Any:
+def variables_statement(on_branch: bool) -> Any:
     """Built once per process (a claim reads the variables for every assignment)."""
     scoped: ColumnElement[bool] = RepositoryVariable.branch.is_(None)
     if on_branch:
@@ -136,9 +136,14 @@ def variables_for(
     session: Session, repository_id: int, ref: str, workflow_path: str
 ) -> dict[str, str]:
     """The ``vars`` context of a run: repository-wide variables and those scoped to it."""
-    branch = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
-    rows = session.connection().execute(
-        _variables_statement(branch is not None),
-        {"repository_id": repository_id, "branch": branch, "workflow_path": workflow_path},
-    )
+    statement, parameters = variables_query(repository_id, ref, workflow_path)
+    rows = session.connection().execute(statement, parameters)
     return {name: value for name, value in rows if value is not None}
+
+
+def variables_query(repository_id: int, ref: str, workflow_path: str) -> tuple[Any, dict[str, Any]]:
+    """The statement (``name``, ``value`` rows; a None value is not a variable) and parameters
+    :func:`variables_for` reads."""
+    branch = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
+    parameters = {"repository_id": repository_id, "branch": branch, "workflow_path": workflow_path}
+    return variables_statement(branch is not None), parameters

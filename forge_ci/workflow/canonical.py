@@ -43,22 +43,40 @@ _c_dumps = json.JSONEncoder(
 ).encode
 
 
+#: More containers than a plan of 1 MiB can hold (each takes at least two bytes: ``[]``).
+_MAX_CONTAINERS = 1 << 20
+
+
 def _c_encodable(value: Any) -> bool:
     """Whether the C encoder writes ``value`` exactly as :func:`_write` would.
 
     Only exact dicts with str keys within the BMP, lists, tuples, str, int, bool and None; a
     float (formatted differently), any other type or key (refused by :func:`_write`) goes the
-    slow way, which also raises its errors.
+    slow way, which also raises its errors. A loop over a stack, not recursion: it visits every
+    value of a plan. A value holding itself would never end it, so after more containers than a
+    1 MiB plan can hold it gives up (and the walk raises ``RecursionError``, as it always did).
     """
-    kind = type(value)
-    if kind is dict:
-        return all(
-            type(key) is str and (key.isascii() or max(key) <= "\uffff") and _c_encodable(item)
-            for key, item in value.items()
-        )
-    if kind is list or kind is tuple:
-        return all(_c_encodable(item) for item in value)
-    return kind is str or kind is int or kind is bool or value is None
+    pending = [value]
+    pop, extend = pending.pop, pending.extend
+    containers = 0
+    while pending:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        containers += 1
+        if containers > _MAX_CONTAINERS:
+            return False
+        if kind is dict:
+            for key in item:
+                if type(key) is not str or not (key.isascii() or max(key) <= "\uffff"):
+                    return False
+            extend(item.values())
+        elif kind is list or kind is tuple:
+            extend(item)
+        else:
+            return False
+    return True
 
 
 def _write(value: Any, emit: Callable[[str], None]) -> None:

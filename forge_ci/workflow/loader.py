@@ -51,16 +51,19 @@ class Source:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._line_starts = [0]
-        # Text with other breaks libyaml would count is refused before loading, so both agree.
-        for match in _LINE_BREAK.finditer(text):
-            self._line_starts.append(match.end())
+        #: Offsets where lines start, found on the first :meth:`position` (most files need none).
+        self._line_starts: list[int] | None = None
 
     def position(self, index: int) -> tuple[int, int]:
         """The 1-based (line, column) of a 0-based character offset."""
+        starts = self._line_starts
+        if starts is None:
+            # Text with other breaks libyaml would count is refused before loading, so both agree.
+            starts = self._line_starts = [0]
+            starts.extend(match.end() for match in _LINE_BREAK.finditer(self.text))
         index = max(0, min(index, len(self.text)))
-        line = bisect.bisect_right(self._line_starts, index) - 1
-        return line + 1, index - self._line_starts[line] + 1
+        line = bisect.bisect_right(starts, index) - 1
+        return line + 1, index - starts[line] + 1
 
 
 def decode(data: str | bytes, problems: Problems) -> Source | None:

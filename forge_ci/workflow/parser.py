@@ -12,6 +12,7 @@ check, so ``build_plan`` cannot fail later.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,15 @@ def build_plan(workflow: Workflow) -> dict[str, Any]:
     """
     plan: dict[str, Any] = json.loads(workflow.plan_json)
     return plan
+
+
+def workflow_plan_digest(workflow: Workflow) -> str:
+    """``plan_digest(build_plan(workflow))`` without decoding the plan first.
+
+    The plan is kept as its canonical JSON, and canonical JSON decodes and re-encodes to the same
+    bytes (a property test holds it to that), so its SHA-256 is the digest.
+    """
+    return hashlib.sha256(workflow.plan_json).hexdigest()
 
 
 def parse_workflow(text: str | bytes, path: str = "<workflow>") -> Workflow:

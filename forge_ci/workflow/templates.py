@@ -173,7 +173,10 @@ class Template:
     @property
     def literal(self) -> str | None:
         """The text when the template holds no expression at all."""
-        if all(isinstance(part, str) for part in self.parts):
+        parts = self.parts
+        if len(parts) == 1 and type(parts[0]) is str:  # most values: one text, no expression
+            return parts[0]
+        if all(isinstance(part, str) for part in parts):
             return "".join(part for part in self.parts if isinstance(part, str))
         return None
 

@@ -17,6 +17,7 @@ from forge_ci.masking import (
     CarryUnreadable,
     Masker,
     MaskerCache,
+    mask_of,
     open_carry,
     patterns_for,
     seal_carry,
@@ -344,3 +345,12 @@ def test_output_without_secret_characters_is_stored_unchanged(
     used = set("".join(masker.patterns))
     plain = "".join(ch for ch in text if ch not in used)
     assert stream(masker, [plain[: len(plain) // 2], plain[len(plain) // 2 :]]) == plain
+
+
+@pytest.mark.parametrize(
+    "values",
+    [["a" * 64, "b" * 64], ["with*star-and#hash", "x"], ["*#~\u2022\u2588\u25a0 all taken"], []],
+)
+def test_mask_of_is_the_mask_a_masker_of_the_values_writes(values: list[str]) -> None:
+    """A claim stores the attempt's mask without building its masker: the same string."""
+    assert mask_of(values) == MaskerCache().get(values).mask

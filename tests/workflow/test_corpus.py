@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from forge_ci.workflow import WorkflowInvalid, build_plan, parse_workflow, plan_digest
+from forge_ci.workflow.parser import workflow_plan_digest
 from forge_ci_testing.corpus import corpus_root
 
 # -- documented differences, as the phrase of the refusal they cause ---------------------------
@@ -188,7 +189,7 @@ def outcome(data: str | bytes, path: str) -> WorkflowInvalid | None:
         workflow = parse_workflow(data, path)
     except WorkflowInvalid as exc:
         return exc
-    plan_digest(build_plan(workflow))
+    assert workflow_plan_digest(workflow) == plan_digest(build_plan(workflow))
     return None
 
 

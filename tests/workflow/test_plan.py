@@ -21,6 +21,7 @@ from forge_ci.workflow import (
     plan_digest,
 )
 from forge_ci.workflow.canonical import canonical_json, es_number
+from forge_ci.workflow.parser import workflow_plan_digest
 
 Accept = Callable[[str], Workflow]
 Refuse = Callable[[str | bytes], list[Diagnostic]]
@@ -148,6 +149,18 @@ def test_the_c_encoder_path_writes_what_the_rfc_8785_walk_writes(value: Any) -> 
     assert canonical_json(value) == "".join(walked).encode("utf-8")
 
 
+@given(_JSON)
+def test_canonical_json_decodes_and_encodes_to_the_same_bytes(value: Any) -> None:
+    # What lets workflow_plan_digest hash a workflow's plan_json instead of re-encoding its plan.
+    encoded = canonical_json(value)
+    assert canonical_json(json.loads(encoded)) == encoded
+
+
+def test_the_digest_of_a_workflow_is_the_digest_of_its_plan(accept: Accept) -> None:
+    workflow = accept(SAMPLE.replace("'3.11', '3.12'", "3.10, 1e3, 2.5"))
+    assert workflow_plan_digest(workflow) == plan_digest(build_plan(workflow))
+
+
 def test_plan_over_one_mebibyte_is_refused(refuse: Refuse, plan_of: PlanOf) -> None:
     big_env = "".join(f"  V{i}: {'x' * 990}\n" for i in range(20))
     head = "on: push\nenv:\n" + big_env
@@ -177,3 +190,30 @@ def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
         "8:15: uses: docker://node:20: Docker container actions are not supported (jobs run "
         "without Docker); use a node or composite action, or a run step",
     ]
+
+
+def _reference_c_encodable(value: Any) -> bool:
+    """The recursive form of canonical._c_encodable, as it was written first."""
+    kind = type(value)
+    if kind is dict:
+        return all(
+            type(key) is str and max(key, default="a") <= "\uffff" and _reference_c_encodable(item)
+            for key, item in value.items()
+        )
+    if kind is list or kind is tuple:
+        return all(_reference_c_encodable(item) for item in value)
+    return kind is str or kind is int or kind is bool or value is None
+
+
+@given(_JSON | st.builds(lambda v: [{"k": [v, (1, v)]}], _JSON))
+def test_the_c_encoder_check_is_its_recursive_reference(value: Any) -> None:
+    assert canonical._c_encodable(value) == _reference_c_encodable(value)
+    assert not canonical._c_encodable([1, {"a": [object()]}])
+    assert not canonical._c_encodable({1: "x"})
+
+
+def test_a_value_that_holds_itself_is_refused_as_before() -> None:
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(RecursionError):
+        canonical_json(looped)

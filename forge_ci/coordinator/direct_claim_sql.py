@@ -1,0 +1,327 @@
+"""The direct claim path's statements: written in Core, compiled once per process and dialect
+(on first use: no work at import time) and run on the bare cursor (:mod:`.driver_sql`).
+
+See :mod:`forge_ci.coordinator.direct_claims` for what each one does in a claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    String,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
+from sqlalchemy.engine import Connection
+
+from forge_ci import states
+from forge_ci.coordinator.claim_rows import CLAIMED_COLUMNS, STEP_COLUMNS
+from forge_ci.coordinator.driver_sql import Prepared, insert_with_defaults
+from forge_ci.models import (
+    Attempt,
+    AttemptStep,
+    Job,
+    Membership,
+    Provider,
+    ProviderGrant,
+    QueueCount,
+    QueuedJob,
+    Repository,
+    Run,
+    RunSequence,
+    User,
+)
+from forge_ci.models.base import table_of
+from forge_ci.models.queue import leave_statements
+
+
+@cache
+def look_statement(fairness: bool = True) -> Any:
+    """The look; without ``fairness`` (the SQLite pre-check, which only asks whether there is
+    anything to claim) it leaves out each candidate's fairness keys and lock row."""
+    p = table_of(Provider)
+    other = table_of(Provider).alias("other_providers")
+    a = table_of(Attempt)
+    counts = table_of(QueueCount)
+    entries = table_of(QueuedJob)
+    # The provider's own flags do not depend on the candidate row: uncorrelated subqueries (on
+    # the provider found by its credential), so the database computes each once, by index.
+    me = select(other.c.id).where(other.c.token_hash == bindparam("provider_hash"))
+    replay = (
+        select(a.c.id)
+        .where(a.c.provider_id == me.scalar_subquery(), a.c.request_id == bindparam("request_id"))
+        .scalar_subquery()
+    )
+    # The provider's attempts cancelled by its own change, by their partial index (a few rows,
+    # usually none; by the state index this read every unended attempt of the forge, and by
+    # the provider's index every attempt of its history). SQLite is told the index: it uses a
+    # partial one only when named or analyzed.
+    waiting = (
+        select(a.c.id)
+        .with_hint(a, "INDEXED BY ix_attempts_waiting", "sqlite")
+        .where(
+            a.c.provider_id == me.scalar_subquery(),
+            a.c.cancelled_by_provider_change.is_(True),
+            a.c.state.in_([literal(states.LEASED), literal(states.RUNNING)]),
+        )
+        .exists()
+    )
+    reused = or_(
+        select(a.c.id).where(a.c.token_hash == bindparam("digest")).exists(),
+        select(other.c.id).where(other.c.token_hash == bindparam("digest")).exists(),
+    )
+    granted = select(table_of(ProviderGrant).c.repository_id).where(
+        table_of(ProviderGrant).c.provider_id == p.c.id
+    )
+    served = (
+        select(func.max(a.c.claimed_at))
+        .where(a.c.repository_id == counts.c.repository_id)
+        .scalar_subquery()
+    )
+
+    def head(column: Any) -> Any:
+        return (
+            select(column)
+            .where(
+                entries.c.repository_id == counts.c.repository_id,
+                entries.c.labels == counts.c.labels,
+            )
+            .order_by(entries.c.queued_at, entries.c.job_id)
+            .limit(1)
+            .scalar_subquery()
+        )
+
+    sequences = table_of(RunSequence)
+    has_row = select(sequences.c.repository_id).where(
+        sequences.c.repository_id == counts.c.repository_id
+    )
+    scoped = p.outerjoin(
+        counts,
+        and_(counts.c.queued > 0, or_(p.c.scope == "all", counts.c.repository_id.in_(granted))),
+    )
+    return (
+        select(
+            p.c.id,
+            p.c.token_hash,
+            p.c.state,
+            p.c.labels.label("provider_labels"),
+            p.c.last_contact_at,
+            p.c.egress_policy,
+            replay.label("replay"),
+            waiting.label("waiting"),
+            reused.label("reused"),
+            counts.c.repository_id,
+            counts.c.labels,
+            head(entries.c.job_id).label("head_id"),
+            *(
+                (
+                    served.label("served"),
+                    head(entries.c.queued_at).label("head_at"),
+                    has_row.exists().label("has_row"),
+                )
+                if fairness
+                else ()
+            ),
+        )
+        .select_from(scoped)
+        .where(p.c.token_hash == bindparam("provider_hash"))
+        .with_for_update(read=True, key_share=True, of=p)  # PostgreSQL only
+    )
+
+
+@cache
+def wait_statement() -> Any:
+    """PostgreSQL: wait for a busy repository's scheduling row."""
+    sequences = table_of(RunSequence)
+    query = select(sequences.c.repository_id).where(
+        sequences.c.repository_id == bindparam("repository_id")
+    )
+    return query.with_for_update()
+
+
+@dataclass(frozen=True)
+class TakenRun:
+    """What the direct path reads of the taken job's run (see ``contexts.SnapshotRun``)."""
+
+    id: int
+    number: int
+    repository_id: int
+    ref: str
+    sha: str
+    workflow_path: str
+    workflow_name: str | None
+    requested_by_id: int | None
+    requested_by_name: str
+    context: dict[str, Any]
+    actions: dict[str, Any] | None
+    state: str
+
+
+@dataclass(frozen=True)
+class TakenJob:
+    """What the direct path reads of the taken job: its own entry of the plan, not the plan."""
+
+    id: int
+    key: str
+    job_id: str
+    name: str
+    needs: list[str]
+    state: str
+    plan_job: dict[str, Any]
+
+    def definition(self) -> dict[str, Any]:
+        return self.plan_job
+
+
+RUN_COLUMNS = tuple(f.name for f in fields(TakenRun))
+JOB_COLUMNS = ("id", "key", "job_id", "name", "needs", "state")
+
+
+def _plan_entry(dialect: str) -> Any:
+    """The job's own entry of its run's plan, extracted by the database (a run's plan holds
+    every job; decoding all of it for one claim cost more than the rest of the read)."""
+    jobs, runs = table_of(Job), table_of(Run)
+    entry: Any
+    if dialect == "postgresql":
+        entry = runs.c.plan.op("->")(literal_column("'jobs'")).op("->")(jobs.c.position)
+    else:
+        path = literal("$.jobs[", String) + cast(jobs.c.position, String) + literal("]", String)
+        entry = func.json_extract(runs.c.plan, path)
+    return type_coerce(entry, JSON).label("plan_job")
+
+
+def take_statement(dialect: str, labels: int, locking: bool = False) -> Any:
+    """The take of ``labels`` label sets; ``locking`` (PostgreSQL): also the repository's
+    scheduling row, ``FOR UPDATE SKIP LOCKED``, in the same round trip (no row: busy, or
+    nothing queued any more)."""
+    statement = _take(dialect, labels)
+    if not locking:
+        return statement
+    sequences = table_of(RunSequence)
+    return statement.join(
+        sequences, sequences.c.repository_id == table_of(QueueCount).c.repository_id
+    ).with_for_update(of=sequences, skip_locked=True)
+
+
+def _take(dialect: str, labels: int) -> Any:
+    jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
+    users, memberships, attempts = table_of(User), table_of(Membership), table_of(Attempt)
+    counts, others = table_of(QueueCount), table_of(QueuedJob).alias("heads")
+    # The head of each of the repository's label sets, by index seek (flat in queue depth),
+    # and the oldest of those heads, read by the statement that takes the repository lock (not
+    # in the look): a claim that took a head before it cannot make us pass over an older job of
+    # another label set. One that commits between this statement's snapshot and its lock left
+    # us a taken job: its move finds it no longer queued and the ORM path decides.
+    head = (
+        select(others.c.job_id)
+        .where(others.c.repository_id == counts.c.repository_id, others.c.labels == counts.c.labels)
+        .order_by(others.c.queued_at, others.c.job_id)
+        .limit(1)
+        .scalar_subquery()
+    )
+    last_number = (
+        select(func.max(attempts.c.number))
+        .where(attempts.c.job_id == entries.c.job_id)
+        .scalar_subquery()
+    )
+    return (
+        select(
+            *(jobs.c[name].label(f"job_{name}") for name in JOB_COLUMNS),
+            *(runs.c[name].label(f"run_{name}") for name in RUN_COLUMNS),
+            _plan_entry(dialect),
+            table_of(Repository).c.owner_id,
+            users.c.id.label("user_id"),
+            users.c.name.label("user_name"),
+            users.c.is_admin,
+            users.c.is_active,
+            memberships.c.role,
+            last_number.label("last_number"),
+            entries.c.labels.label("queue_labels"),
+        )
+        .select_from(counts)
+        .join(entries, entries.c.job_id == head)
+        .join(jobs, jobs.c.id == entries.c.job_id)
+        .join(runs, runs.c.id == jobs.c.run_id)
+        .join(table_of(Repository), table_of(Repository).c.id == runs.c.repository_id)
+        .outerjoin(users, users.c.id == runs.c.requested_by_id)
+        .outerjoin(
+            memberships,
+            and_(
+                memberships.c.repository_id == runs.c.repository_id,
+                memberships.c.user_id == runs.c.requested_by_id,
+            ),
+        )
+        .where(
+            counts.c.repository_id == bindparam("repository_id"),
+            counts.c.labels.in_([bindparam(f"labels_{i}") for i in range(labels)]),
+            counts.c.queued > 0,
+        )
+        .order_by(entries.c.queued_at, entries.c.job_id)
+        .limit(1)
+    )
+
+
+def move_job() -> Any:
+    return _to_running(table_of(Job), "job_pk")
+
+
+def move_run() -> Any:
+    return _to_running(table_of(Run), "run_pk")
+
+
+def _to_running(table: Any, key: str) -> Any:
+    """queued -> running of the row ``key`` names, stamped ``moved_at``; ``revision`` grows with
+    the shown change, as the ORM's counter does (models/revisions.py)."""
+    return (
+        update(table)
+        .where(table.c.id == bindparam(key), table.c.state == states.QUEUED)
+        .values(
+            state=states.RUNNING,
+            started_at=bindparam("moved_at", type_=table.c.started_at.type),
+            revision=table.c.revision + 1,
+        )
+    )
+
+
+def insert_attempt() -> Any:
+    attempts = table_of(Attempt)
+    return insert_with_defaults(attempts, CLAIMED_COLUMNS).returning(attempts.c.id)
+
+
+def leave_statement(index: int) -> Any:
+    return leave_statements()[index]
+
+
+def insert_step() -> Any:
+    return insert_with_defaults(table_of(AttemptStep), STEP_COLUMNS)
+
+
+def touch_statement(columns: tuple[str, ...]) -> Any:
+    providers = table_of(Provider)
+    values = {name: bindparam(name, type_=providers.c[name].type) for name in columns}
+    return update(providers).where(providers.c.id == bindparam("provider_pk")).values(values)
+
+
+_PREPARED: dict[tuple[Any, ...], Prepared] = {}
+
+
+def prepared(connection: Connection, build: Any, *args: Any) -> Prepared:
+    """``build(*args)`` compiled for the connection's dialect, once per process."""
+    key = (build, connection.dialect.name, args)
+    found = _PREPARED.get(key)
+    if found is None:
+        many = build is insert_step
+        found = _PREPARED[key] = Prepared(build(*args), connection.dialect, many=many)
+    return found

@@ -1,0 +1,116 @@
+"""Core statements compiled once and run on the bare DB-API cursor: the claim's hot path.
+
+SQLAlchemy's execution of a prebuilt Core statement costs about 0.1-0.2 ms of Python per
+statement (cache-key lookup, execution context, parameter and result set-up), several times
+what SQLite itself spends on a claim's index seeks (bench/README.md). A :class:`Prepared`
+statement keeps the statement written in Core (the same tables, types and dialect rules) but
+compiles it once per dialect, and at each execution only applies the columns' own bind and
+result processors (datetimes as SQLite stores them, JSON) around ``cursor.execute``. It runs
+inside the caller's transaction, on the connection of the caller's session. The driver's
+errors are raised as SQLAlchemy's (``IntegrityError`` and the rest), as its execution would.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+from sqlalchemy import bindparam, insert
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql.schema import Table
+
+_Processor = Callable[[Any], Any] | None
+
+
+class Prepared:
+    """One statement compiled for one dialect; see the module docstring."""
+
+    def __init__(self, statement: Any, dialect: Dialect, *, many: bool = False) -> None:
+        # ``many``: for executemany (no RETURNING of the new keys added on PostgreSQL).
+        compiled = statement.compile(dialect=dialect, for_executemany=many)
+        self._dialect = dialect
+        self.sql = str(compiled)
+        if "POSTCOMPILE" in self.sql:
+            raise ValueError(f"not a fixed statement (expanding or literal parameters): {self.sql}")
+        #: Values the statement carries itself (literals, LIMIT), by bind name.
+        self._static = compiled.construct_params(_check=False)
+        processors = compiled._bind_processors
+        # Positional: one entry per placeholder (a name may repeat); named: one per name.
+        names = compiled.positiontup if compiled.positional else list(self._static)
+        self._binds: list[tuple[str, _Processor]] = [
+            (name, processors.get(name)) for name in names or ()
+        ]
+        self._positional = bool(compiled.positional)
+        columns = compiled._result_columns or []
+        self._results: list[_Processor] = [
+            entry.type._cached_result_processor(dialect, None) for entry in columns
+        ]
+        self._plain = not any(self._results)
+        self.row: Any = namedtuple("Row", [entry.keyname for entry in columns])  # type: ignore[misc]
+
+    def parameters(self, values: Mapping[str, Any]) -> Any:
+        static = self._static
+        pairs = [
+            (name, processor, values[name] if name in values else static[name])
+            for name, processor in self._binds
+        ]
+        if self._positional:
+            return tuple(value if p is None else p(value) for _, p, value in pairs)
+        return {name: value if p is None else p(value) for name, p, value in pairs}
+
+    def execute(self, cursor: Any, values: Mapping[str, Any]) -> Any:
+        parameters = self.parameters(values)
+        try:
+            cursor.execute(self.sql, parameters)
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrapped(error, parameters) from error
+        return cursor
+
+    def execute_many(self, cursor: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+        parameters = [self.parameters(values) for values in rows]
+        try:
+            cursor.executemany(self.sql, parameters)
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrapped(error, parameters) from error
+
+    def _wrapped(self, error: Exception, parameters: Any) -> Exception:
+        dbapi = self._dialect.loaded_dbapi
+        return sa_exc.DBAPIError.instance(
+            self.sql, parameters, error, dbapi.Error, dialect=self._dialect
+        )
+
+    def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Any]:
+        fetched = self.execute(cursor, values).fetchall()
+        make = self.row._make
+        if self._plain:
+            return [make(raw) for raw in fetched]
+        results = self._results
+        return [
+            make([value if p is None else p(value) for p, value in zip(results, raw, strict=True)])
+            for raw in fetched
+        ]
+
+    def first(self, cursor: Any, values: Mapping[str, Any]) -> Any:
+        rows = self.rows(cursor, values)
+        return rows[0] if rows else None
+
+
+def cursor_of(connection: Connection) -> Any:
+    """A DB-API cursor on the connection (and in the transaction) of a SQLAlchemy one."""
+    return connection.connection.cursor()
+
+
+def insert_with_defaults(table: Table, columns: Iterable[str]) -> Any:
+    """``INSERT`` of ``columns`` (bound by their names) and every other column's scalar Python
+    default (SQLAlchemy's execution fills those in; a bare cursor does not)."""
+    given = set(columns)
+    values: dict[str, Any] = {name: bindparam(name) for name in given}
+    for column in table.columns:
+        if column.name in given or column.default is None:
+            continue
+        if not column.default.is_scalar:
+            raise ValueError(f"{table.name}.{column.name} has a computed default: bind it")
+        values[column.name] = cast(Any, column.default).arg
+    return insert(table).values(values)
