@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from sqlalchemy import Select, bindparam, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,6 +38,20 @@ FORGET_AFTER = timedelta(days=1)
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def session_token_hash(token: str) -> str:
+    """What the database keeps of a session's token (:attr:`WebSession.token_hash`)."""
+    return _digest(token)
+
+
+def live_session() -> ColumnElement[bool]:
+    """The session of ``:token_hash`` while it is live (not revoked, not expired at ``:now``)."""
+    return and_(
+        WebSession.token_hash == bindparam("token_hash"),
+        WebSession.revoked_at.is_(None),
+        WebSession.expires_at > bindparam("now"),
+    )
 
 
 # -- sessions ---------------------------------------------------------------------------------
@@ -87,11 +101,7 @@ def _session_user_statement() -> Select[int, str, bool, bool, str | None]:
     return (
         select(User.id, User.name, User.is_admin, User.is_active, User.password_hash)
         .join(WebSession, WebSession.user_id == User.id)
-        .where(
-            WebSession.token_hash == bindparam("token_hash"),
-            WebSession.revoked_at.is_(None),
-            WebSession.expires_at > bindparam("now"),
-        )
+        .where(live_session())
     )
 
 

@@ -77,23 +77,34 @@ def current_user() -> User | SessionUser | None:
 
 
 def _load_user() -> SessionUser | None:
-    user_id = session.get("uid")
-    if not isinstance(user_id, int):
+    if not isinstance(session.get("uid"), int):
         return None
     token = session.get("sid")
-    user = session_user(db(), token) if isinstance(token, str) else None
-    if user is not None and user.id != user_id:
-        user = None
+    user = session_holder(session_user(db(), token)) if isinstance(token, str) else None
+    if user is None:
+        session.pop("uid", None)
+        session.pop("auth", None)
+        session.pop("sid", None)
+    return user
+
+
+def session_token() -> str | None:
+    """The server-side session's token the request's cookie carries (None: not signed in)."""
+    token = session.get("sid")
+    return token if isinstance(token, str) and isinstance(session.get("uid"), int) else None
+
+
+def session_holder(user: SessionUser | None) -> SessionUser | None:
+    """``user`` (of the live session :func:`session_token` names, as read now) if the cookie is
+    theirs and they are active: the cookie's user id and binding (its password hash) match."""
     binding = session.get("auth")
     if (
         user is None
+        or user.id != session.get("uid")
         or not user.is_active
         or not isinstance(binding, str)
         or not hmac.compare_digest(binding, _binding(user))
     ):
-        session.pop("uid", None)
-        session.pop("auth", None)
-        session.pop("sid", None)
         return None
     return user
 

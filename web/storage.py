@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flask import Flask, current_app, g, request
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from forge_ci.db import Database
@@ -56,6 +57,12 @@ def db() -> Session:
         session = factory()
         g.db_session = session
     return session
+
+
+def reading() -> Connection:
+    """A plain read-only connection for a statement or two, without this request's session
+    (:meth:`forge_ci.db.Database.reading`; a context manager)."""
+    return state().database.reading()
 
 
 def _close_session(_exc: BaseException | None) -> None:

@@ -20,9 +20,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from forge_ci.cli.validating_workers import Outcome, check_in_workers, worker_count
+if TYPE_CHECKING:
+    from forge_ci.cli.validating_workers import Outcome
 
 EXIT_INVALID = 1
 #: ``forge_ci.cli.common.EXIT_REFUSED``, which imports click (a test holds them equal).
@@ -141,7 +142,11 @@ def _outcomes(files: list[str] | tuple[str, ...], echo: Echo) -> list[Outcome]:
             return index, data, None
         return index, None, check(path, data)
 
-    workers = worker_count(len(files))
+    workers = 1
+    if len(files) > 1:  # one file (the start-up people wait for) does without the module
+        from forge_ci.cli.validating_workers import check_in_workers, worker_count
+
+        workers = worker_count(len(files))
     if workers > 1:
         # What a check imports is imported before the fork, once, not in every worker.
         import forge_ci.workflow.action_metadata

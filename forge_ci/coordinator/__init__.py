@@ -14,4 +14,6 @@ Leases, deadlines and cancellation are enforced here, never trusted to a runner:
     logs.py         log ingestion with masking, the log cap, reading pages
     sources.py      the pinned commit as a tar for a running attempt (checked, bounded)
     sweeper.py      the periodic sweep that reconciles expired attempts in batches
+    blockers.py     why a queued job waits (the run page), from the providers' rows
+    watch.py        a run page's poll in one statement: the reader's rights and the change token
 """

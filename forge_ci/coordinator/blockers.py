@@ -27,14 +27,28 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from sqlalchemy import Select, bindparam, exists, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    ColumnExpressionArgument,
+    Exists,
+    ScalarSelect,
+    Select,
+    String,
+    bindparam,
+    case,
+    cast,
+    exists,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.orm import Session
 
 from forge_ci import states
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator.attempts import Requested, requester_refusal
 from forge_ci.coordinator.providers import normalize_job_labels
-from forge_ci.models import Attempt, Job, Provider, ProviderGrant, utcnow
+from forge_ci.models import Attempt, Job, Provider, ProviderGrant, Run, utcnow
 from forge_ci.repos import RepositoryAccess, repository_access
 from forge_ci.runs.queries import find_run
 from forge_ci.workflow.labels import other_os
@@ -98,18 +112,58 @@ def provider_states(
 @cache
 def _providers_statement() -> Select[int, str, str, datetime | None, bool]:
     """Built once: polls run it many times a second."""
-    granted = select(ProviderGrant.provider_id).where(
-        ProviderGrant.repository_id == bindparam("repository_id")
-    )
-    # Listing the live states (rather than "not completed") lets the state index find them.
-    busy = exists().where(
-        Attempt.provider_id == Provider.id, Attempt.state.in_((states.LEASED, states.RUNNING))
-    )
     return (
-        select(Provider.id, Provider.state, Provider.labels, Provider.last_contact_at, busy)
-        .where(Provider.state != "revoked", or_(Provider.scope == "all", Provider.id.in_(granted)))
+        select(Provider.id, Provider.state, Provider.labels, Provider.last_contact_at, _busy())
+        .where(*_serving(bindparam("repository_id")))
         .order_by(Provider.id)
     )
+
+
+def _serving(repository_id: ColumnExpressionArgument[int]) -> tuple[ColumnElement[bool], ...]:
+    """Which providers may serve the repository ``repository_id``."""
+    granted = (
+        select(ProviderGrant.provider_id)
+        .where(ProviderGrant.repository_id == repository_id)
+        .correlate_except(ProviderGrant)
+    )
+    return (
+        Provider.state != "revoked",
+        or_(Provider.scope == "all", Provider.id.in_(granted)),
+    )
+
+
+def _busy() -> Exists:
+    # Naming the live states (rather than "not completed") lets the state index find them; as
+    # two equalities, not IN (...), which SQLAlchemy would expand on every execution.
+    live = or_(Attempt.state == states.LEASED, Attempt.state == states.RUNNING)
+    return exists().where(Attempt.provider_id == Provider.id, live)
+
+
+#: Separates the providers in :func:`provider_rows`' text (labels cannot contain it).
+ROW_SEPARATOR = ";"
+
+
+@cache
+def provider_rows() -> ScalarSelect[str | None]:
+    """What :func:`provider_states` reads, as one text for a change token: each provider's
+    ``id/state/labels/recent busy`` (recent: 1 or 0 as of ``:cutoff``, the poll's clock minus
+    :data:`RECENT_CONTACT`), joined by :data:`ROW_SEPARATOR` in no particular order
+    (:func:`canonical_rows` sorts them); NULL for none. A subquery correlated with ``runs``
+    (the run's repository), for statements that select a run (:mod:`forge_ci.coordinator.watch`)."""
+    recent = case((Provider.last_contact_at >= bindparam("cutoff"), "1"), else_="0")
+    busy = case((_busy(), "1"), else_="0")
+    row = cast(Provider.id, String) + "/" + Provider.state + "/" + Provider.labels + "/"
+    return (
+        select(func.aggregate_strings(row + recent + busy, ROW_SEPARATOR))
+        .where(*_serving(Run.repository_id))
+        .correlate(Run)
+        .scalar_subquery()
+    )
+
+
+def canonical_rows(text: str | None) -> str:
+    """:func:`provider_rows`' text in one order (each row starts with its provider's id)."""
+    return ROW_SEPARATOR.join(sorted(text.split(ROW_SEPARATOR))) if text else ""
 
 
 def _labels(job: QueuedJob) -> str:

@@ -4,7 +4,7 @@ A flush that changes a shown column of one of these rows adds one to its ``revis
 same UPDATE (``revision = revision + 1``: concurrent writers never lose a count, and no other row
 is locked); an insert starts at 1. The sum of a run's revisions and row counts therefore grows
 with every change a reader could see, which makes a cheap change token
-(:func:`forge_ci.runs.changes.run_change_token`). Columns that change while nothing shown
+(:func:`forge_ci.runs.changes.change_token`). Columns that change while nothing shown
 changes (lease renewals, log counters) are *quiet*: a heartbeat or a log chunk does not make
 every viewer reload the run.
 

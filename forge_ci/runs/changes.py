@@ -1,30 +1,29 @@
 """A run's change token: has anything its page shows changed since the reader last looked?
 
-One aggregate query over the run's rows: the run's ``revision``, and for its jobs, attempts
-and steps the sum of their revisions plus their count (:mod:`forge_ci.models.revisions`: every
-shown change bumps a revision, every insert adds a row, so the numbers only grow). The page also
-shows why queued jobs wait, which follows providers and the requester's rights rather than the
-run: while jobs are queued the caller folds what those explanations are computed from into the
-token (:func:`change_token`; the requester's rights come with the counters,
-:attr:`RunCounters.requester`, the providers from :mod:`forge_ci.coordinator.blockers`).
+Aggregates over the run's rows, read as columns of a statement that selects the run
+(:func:`counter_columns`): the run's ``revision``, and for its jobs, attempts and steps the sum
+of their revisions plus their count (:mod:`forge_ci.models.revisions`: every shown change bumps
+a revision, every insert adds a row, so the numbers only grow). The page also shows why queued
+jobs wait, which follows providers and the requester's rights rather than the run: while jobs
+are queued the caller folds what those explanations are computed from into the token
+(:func:`change_token`; the requester's rights come with the counters,
+:attr:`RunCounters.requester`, the providers from :mod:`forge_ci.coordinator.blockers`). The
+statements that read them are :mod:`forge_ci.coordinator.watch`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import SQLColumnExpression, func, select
+from sqlalchemy.orm import aliased
 
 from forge_ci import states
-from forge_ci.authz import Role
-from forge_ci.errors import NotFound
 from forge_ci.models import Attempt, AttemptStep, Job, Membership, Run, User
-from forge_ci.repos import RepositoryAccess
 
 
 @dataclass(frozen=True)
@@ -44,24 +43,14 @@ class RunCounters:
     requester: tuple[object, ...] = ()
 
 
-def run_counters(session: Session, access: RepositoryAccess, number: int) -> RunCounters:
-    """The run's change counters (readers); NotFound as for the run itself.
-
-    :attr:`RunCounters.values` grows (in some position) with every change the run page shows,
-    except queue blockers.
-    """
-    repository = access.require(Role.READ)
-    row = (
-        session.connection()
-        .execute(_counters_statement(), {"repository_id": repository.id, "number": number})
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"run #{number} not found in {repository.full_name}")
+def counters_of(row: Sequence[Any], repository_id: int) -> RunCounters | None:
+    """:class:`RunCounters` from the :func:`counter_columns` of a row (None: no such run)."""
     run_id, requested_by_id, requested_by_name, queued, active, admin, membership, *values = row
+    if run_id is None:
+        return None
     return RunCounters(
         run_id,
-        repository.id,
+        repository_id,
         requested_by_id,
         requested_by_name,
         bool(queued),
@@ -71,19 +60,24 @@ def run_counters(session: Session, access: RepositoryAccess, number: int) -> Run
 
 
 @cache
-def _counters_statement() -> Select[Any]:
-    """Built once: polls run it many times a second, and building it costs more than running."""
+def counter_columns() -> tuple[SQLColumnExpression[Any], ...]:
+    """What :class:`RunCounters` is read from, for a statement that selects from ``runs``
+    (:mod:`forge_ci.coordinator.watch`). Every subquery is correlated with the run only,
+    whatever else that statement joins. The values grow (in some position) with every change
+    the run page shows, except queue blockers."""
     jobs = aliased(Job)
     queued = (
         select(func.count())
         .select_from(jobs)
         .where(jobs.run_id == Run.id, jobs.state == states.QUEUED)
+        .correlate(Run)
         .scalar_subquery()
     )
     job_sum = (
         select(func.coalesce(func.sum(jobs.revision), 0) + func.count())
         .select_from(jobs)
         .where(jobs.run_id == Run.id)
+        .correlate(Run)
         .scalar_subquery()
     )
     # Each sum is correlated with the run one level up (a nested IN (SELECT ... FROM jobs, runs)
@@ -93,6 +87,7 @@ def _counters_statement() -> Select[Any]:
         .select_from(Attempt)
         .join(jobs, jobs.id == Attempt.job_id)
         .where(jobs.run_id == Run.id)
+        .correlate(Run)
         .scalar_subquery()
     )
     step_sum = (
@@ -101,29 +96,43 @@ def _counters_statement() -> Select[Any]:
         .join(Attempt, Attempt.id == AttemptStep.attempt_id)
         .join(jobs, jobs.id == Attempt.job_id)
         .where(jobs.run_id == Run.id)
+        .correlate(Run)
         .scalar_subquery()
     )
-    requester = select(User.is_active).where(User.id == Run.requested_by_id).scalar_subquery()
-    requester_admin = select(User.is_admin).where(User.id == Run.requested_by_id).scalar_subquery()
+    requester = aliased(User)
+    active = (
+        select(requester.is_active)
+        .where(requester.id == Run.requested_by_id)
+        .correlate(Run)
+        .scalar_subquery()
+    )
+    admin = (
+        select(requester.is_admin)
+        .where(requester.id == Run.requested_by_id)
+        .correlate(Run)
+        .scalar_subquery()
+    )
+    requester_role = aliased(Membership)
     membership = (
-        select(Membership.role)
-        .where(Membership.repository_id == Run.repository_id)
-        .where(Membership.user_id == Run.requested_by_id)
+        select(requester_role.role)
+        .where(requester_role.repository_id == Run.repository_id)
+        .where(requester_role.user_id == Run.requested_by_id)
+        .correlate(Run)
         .scalar_subquery()
     )
-    return select(
+    return (
         Run.id,
         Run.requested_by_id,
         Run.requested_by_name,
         queued,
-        requester,
-        requester_admin,
+        active,
+        admin,
         membership,
         Run.revision,
         job_sum,
         attempt_sum,
         step_sum,
-    ).where(Run.repository_id == bindparam("repository_id"), Run.number == bindparam("number"))
+    )
 
 
 def change_token(counters: Iterable[object], *extra: object) -> str:

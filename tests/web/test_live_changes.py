@@ -21,12 +21,12 @@ from sqlalchemy import event, select
 from forge_ci.authz import Actor, Role
 from forge_ci.coordinator.blockers import RECENT_CONTACT, provider_states, queue_blockers_of
 from forge_ci.coordinator.providers import pause_provider
+from forge_ci.coordinator.watch import run_tag_in
 from forge_ci.db import Database
 from forge_ci.models import Job, Provider, Run, User, utcnow
 from forge_ci.protocol import HeartbeatRequest
 from forge_ci.repos import grant, repository_access, revoke
 from forge_ci.runs.cancel import cancel_run
-from forge_ci.runs.changes import run_counters
 from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.signins import revoke_user_sessions
 from tests.web.people import OPERATOR, REPO
@@ -198,7 +198,7 @@ def test_the_requesters_rights_and_the_providers_contact_follow_without_a_run_ch
         number = run.number
     with database.session() as session:
         access = repository_access(session, OPERATOR, REPO)
-        counters = run_counters(session, access, number)
+        counters = run_tag_in(session, access, number, utcnow()).counters
         contact = session.scalar(select(Provider.last_contact_at).where(Provider.name == "p1"))
         assert contact is not None and counters.has_queued
         now = provider_states(session, access, contact + RECENT_CONTACT)  # a minute: recent
@@ -292,12 +292,16 @@ def test_an_unchanged_poll_reads_a_few_rows_however_large_the_run(
     with _statements(database) as unchanged:
         assert poller.poll() is None
     assert len(unchanged) < len(full)
-    # The session and its user, the repository and the reader's membership, the counters (with
-    # the requester's rights) and, as jobs are queued, the providers the blockers are computed
-    # from: four statements however large the run, none of which loads its steps, attempts,
-    # edges or queued jobs, nor computes an explanation (SQLite's read session also says BEGIN).
+    # One statement however large the run (forge_ci.coordinator.watch): the live session and
+    # its user, the repository and the reader's membership, the counters (with the requester's
+    # rights) and the providers the blockers are computed from; none of it loads the run's
+    # steps, attempts, edges or queued jobs, nor computes an explanation (SQLite's reading
+    # connection also says BEGIN).
     queries = [text for text in unchanged if text != "BEGIN"]
-    assert len(queries) == 4, queries
+    assert len(queries) == 1, queries
+    (statement,) = queries
+    for read in ("web_sessions", "memberships", "jobs.revision", "providers.labels"):
+        assert read in statement.replace("jobs_1.", "jobs."), read
     loads = [text for text in unchanged if "revision" not in text or "jobs.revision," in text]
     for table in ("attempt_steps", "job_dependencies", "attempts.job_id", "runs_on"):
         assert not any(table in text for text in loads), table
@@ -328,3 +332,29 @@ def test_a_poll_rechecks_the_reader_every_time_whatever_tag_it_sends(
         session.commit()
     ended = sam.browser.get(f"{RUN}/updates", headers={"If-None-Match": sam.etag})
     assert ended.status_code not in (200, 304)
+
+
+def test_a_current_tag_gets_nothing_once_the_user_row_says_no(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    database: Database,
+) -> None:
+    """The user row is read with the session on every poll (the unchanged poll's one statement
+    included): a deactivated reader, a site administrator who is one no more (sam is no member
+    of olivia/app) and a reader whose password changed (the cookie's binding no longer holds)
+    are refused at the next poll, although their ETag is current."""
+    pollers = {name: Poller(as_person(name)) for name in ("rita", "sam", "will")}
+    for poller in pollers.values():
+        assert poller.poll() is not None and poller.poll() is None
+    with database.session() as session:
+        users = {user.name: user for user in session.scalars(select(User))}
+        users["rita"].is_active = False
+        users["sam"].is_admin = False
+        users["will"].password_hash = "changed"
+        session.commit()
+    for name, poller in pollers.items():
+        refused = poller.browser.get(f"{RUN}/updates", headers={"If-None-Match": poller.etag})
+        assert refused.status_code == 404, name
+    # Everyone else's tag still holds.
+    olivia = Poller(as_person("olivia"))
+    assert olivia.poll() is not None and olivia.poll() is None

@@ -111,8 +111,16 @@ def test_after_a_failed_worker_every_file_is_checked_serially(
         return check(path, data)
 
     monkeypatch.setattr(validating, "check", crash_in_a_worker)
-    monkeypatch.setattr(validating, "worker_count", lambda files: 2)
+    monkeypatch.setattr(validating_workers, "worker_count", lambda files: 2)
+    returned = []
+
+    def spy(*args: Any) -> Any:
+        returned.append(check_in_workers(*args))
+        return returned[-1]
+
+    monkeypatch.setattr(validating_workers, "check_in_workers", spy)
     assert validating.validate_files(False, paths, validating._echo) == 2
+    assert returned == [None]  # the workers were tried and failed
     assert capsys.readouterr() == serial
 
 
@@ -170,3 +178,16 @@ def test_ctrl_c_stops_the_workers_and_reports_aborted(tmp_path: Path, to_group: 
     assert (process.returncode, out, err) == (2, b"", b"\nforge-ci: aborted\n")
     with pytest.raises(ProcessLookupError):
         os.killpg(process.pid, 0)  # no worker is left behind
+
+
+def test_one_file_does_without_the_workers_module(tmp_path: Path) -> None:
+    """Its imports (threading, signal) are a few milliseconds of a one-file validation."""
+    (tmp_path / "ci.yml").write_text(MINIMAL)
+    probe = (
+        "import sys\nfrom forge_ci.cli import main\nmain(['workflow', 'validate', 'ci.yml'])\n"
+        "print('forge_ci.cli.validating_workers' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.splitlines()[-1] == "False", result

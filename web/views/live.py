@@ -3,10 +3,13 @@
 ``GET .../pipelines/<number>/updates[?since=<base>]``: the run, its jobs, their latest attempts
 and steps, and why queued jobs wait, with an ``ETag`` (:mod:`forge_ci.runs.changes`): a poll
 sending it back in ``If-None-Match`` gets ``304 Not Modified`` and no body while nothing shown
-changed, for the cost of a few small queries instead of loading the whole run. A changed answer
-names its ``base``; a poll sending that back as ``since`` gets only the jobs whose shown content
-differs from that answer's (``"full": false``; :mod:`web.deltas`), or the whole run
-(``"full": true``) when the server no longer knows that base.
+changed, for the cost of one small statement instead of loading the whole run: it rechecks the
+reader's session, user and membership, and reads the run's counters and the providers, on a
+plain connection (:mod:`forge_ci.coordinator.watch`; every other answer goes through the
+request's session and the ordinary use cases). A changed answer names its ``base``; a poll
+sending that back as ``since`` gets only the jobs whose shown content differs from that
+answer's (``"full": false``; :mod:`web.deltas`), or the whole run (``"full": true``) when the
+server no longer knows that base.
 ``GET .../pipelines/<number>/attempts/<attempt>/logs?after=<cursor>``: one page of at most 100
 log records after a cursor (:func:`forge_ci.coordinator.logs.read_log_page`).
 ``.../log.txt`` is the whole log as plain text, for people without JavaScript and for tools.
@@ -26,15 +29,15 @@ from flask import Blueprint, Response, jsonify, request, stream_with_context
 from forge_ci.authz import Role
 from forge_ci.coordinator.blockers import ProviderState, provider_states, queue_blockers_of
 from forge_ci.coordinator.logs import find_attempt_in, read_log_page, read_log_page_in
+from forge_ci.coordinator.watch import RunWatch, run_tag_in, watch_run
 from forge_ci.errors import InvalidInput
 from forge_ci.models import utcnow
-from forge_ci.runs.changes import change_token, run_counters
 from forge_ci.runs.details import JobDetail, StepDetail, run_details_in
 from web.access import request_repository
-from web.auth import current_actor
+from web.auth import current_actor, session_holder, session_token
 from web.errors import json_view
 from web.present import duration, status, timestamp
-from web.storage import db, state
+from web.storage import db, reading, state
 from web.views.runs import controls, job_note, log_note, run_note, waiting_for
 
 blueprint = Blueprint("live", __name__)
@@ -93,27 +96,31 @@ def _job(job: JobDetail, note: str) -> dict[str, Any]:
 @blueprint.route(RUN + "/updates")
 @json_view
 def updates(owner: str, name: str, number: int) -> Response:
+    full_name = f"{owner}/{name}"
+    token = session_token()
+    sent = request.if_none_match
+    if token is not None and sent:
+        # The usual poll: nothing changed since the reader's last answer. One statement on a
+        # plain connection decides that, the reader's rights included; anything else (changed,
+        # refused, not signed in) is answered below, the ordinary way.
+        with reading() as connection:
+            watch = watch_run(connection, token, full_name, number, utcnow())
+        tag = _tag(watch)
+        if tag is not None and sent.contains(tag):
+            return _not_modified(tag)
     access = request_repository(owner, name)
-    counters = run_counters(db(), access, number)
+    # The token's columns again, in this request's transaction and before the run itself: the
+    # answer is never older than the tag it is sent with.
     now = utcnow()
+    run_tag = run_tag_in(db(), access, number, now)
+    counters = run_tag.counters
+    tag = run_tag.tag(access.role)
+    if sent.contains(tag):
+        db().rollback()
+        return _not_modified(tag)
     providers: tuple[ProviderState, ...] = ()
-    queue: tuple[object, ...] = ()
     if counters.has_queued:
         providers = provider_states(db(), access, now)
-        queue = (access.repository.owner_id, *counters.requester, *providers)
-    # The answer depends on the run's rows, on what the queue blockers are computed from (the
-    # requester's rights and the providers) and on whether the reader may use the run's
-    # buttons; a poll that finds none of them changed gets 304 without a body.
-    token = change_token(
-        counters.values,
-        access.role >= Role.ADMIN,
-        *queue,
-    )
-    if request.if_none_match.contains(token):
-        db().rollback()
-        unchanged = Response(status=304)
-        unchanged.set_etag(token)
-        return _no_store(unchanged)
     blockers = (
         queue_blockers_of(db(), access, counters, counters.id, providers, now)
         if counters.has_queued
@@ -145,8 +152,21 @@ def updates(owner: str, name: str, number: int) -> Response:
         "server_time": timestamp(utcnow()),
     }
     response = jsonify(body)
-    response.set_etag(token)
+    response.set_etag(tag)
     return _no_store(response)
+
+
+def _tag(watch: RunWatch | None) -> str | None:
+    """The change token of the run for the request's reader (None: not a reader, or no run)."""
+    if watch is None:
+        return None
+    return watch.tag(watch.role_of(session_holder(watch.user)))
+
+
+def _not_modified(tag: str) -> Response:
+    unchanged = Response(status=304)
+    unchanged.set_etag(tag)
+    return _no_store(unchanged)
 
 
 def _since(value: str | None) -> str:
