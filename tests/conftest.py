@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,6 +198,18 @@ class RedisServer(testing_redis.RedisServer):
             super().__init__(directory)
         except LookupError as exc:
             need(str(exc))
+
+
+@pytest.fixture
+def own_signal_handlers() -> Iterator[None]:
+    """For code that installs SIGTERM/SIGINT handlers (or ignores them) in the test process:
+    put pytest's back afterwards, or every later child process would inherit them."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import threading
 from types import FrameType
@@ -29,6 +30,7 @@ from typing import Any
 
 import redis
 from rq import Worker
+from rq.exceptions import StopRequested
 from rq.job import Job
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -63,6 +65,17 @@ class _Worker(Worker):
 
     stop_requested = False
     database: Database | None = None
+    #: Set by the loop's own handlers: a signal that came before RQ installed its handlers.
+    stopping: threading.Event | None = None
+
+    def _install_signal_handlers(self) -> None:
+        # A signal between the loop's last look at ``stopping`` and this point went to the
+        # loop's handler, not RQ's: without this check RQ would block on Redis for the whole
+        # idle time (the scan interval) before anyone looked again.
+        super()._install_signal_handlers()  # type: ignore[no-untyped-call]
+        if self.stopping is not None and self.stopping.is_set():
+            self.handle_warm_shutdown_request()
+            self._stop_requested = True
 
     def handle_warm_shutdown_request(self) -> None:
         self.stop_requested = True
@@ -140,7 +153,15 @@ def run(
         ).start()
         threading.Thread(target=scheduler.run_forever, name="scheduler", daemon=True).start()
 
+    worker_pid = os.getpid()
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != worker_pid:
+            # RQ's scheduler is a fork of this process and inherits this handler until it
+            # installs its own; a stop that soon must end it, or RQ waits for it for ever.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         stopping.set()
 
     try:
@@ -148,36 +169,12 @@ def run(
             # RQ installs its own handlers while it works; these cover the scan in between.
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
-            try:
-                scan(settings, database, queue)
-            except SQLAlchemyError as exc:
-                if burst:
-                    raise Unavailable("the database is unavailable; try again later") from exc
-                log.warning("scan skipped, database unavailable: %s", exc)
-            finally:
-                # RQ forks a work horse per job: leave it no pooled connection to share.
-                database.dispose()
-            if stopping.is_set():
+            if _scan_and_work(settings, database, queue, stopping, burst, scan_interval):
                 break
-            try:
-                # The scheduler starts retries that jobs asked for (Retry in 30 s).
-                worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
-                worker.database = database
-                worker.work(
-                    burst=burst,
-                    with_scheduler=True,
-                    max_jobs=MAX_JOBS_BETWEEN_SCANS,
-                    max_idle_time=max(1, math.ceil(scan_interval)),
-                    logging_level="INFO",
-                )
-            except (redis.RedisError, OSError) as exc:
-                if burst:
-                    raise Unavailable(f"Redis is unavailable ({exc}); try again later") from exc
-                log.warning("Redis unavailable, retrying in %.0f s: %s", scan_interval, exc)
-                stopping.wait(scan_interval)
-                continue
-            if burst or worker.stop_requested:
-                break
+    except StopRequested:
+        # RQ's handler, still installed for a moment after RQ returns, raises this wherever
+        # the signal lands: it means "stop" as much as ours does.
+        pass
     finally:
         lease_sweeper.stop()
         scheduler.stop()
@@ -185,3 +182,44 @@ def run(
         database.dispose()
         sweeper_database.dispose()
         scheduler_database.dispose()
+
+
+def _scan_and_work(
+    settings: Settings,
+    database: Database,
+    queue: JobQueue,
+    stopping: threading.Event,
+    burst: bool,
+    scan_interval: float,
+) -> bool:
+    """One round of the loop: a scan, then RQ until idle; True when the worker should stop."""
+    try:
+        scan(settings, database, queue)
+    except SQLAlchemyError as exc:
+        if burst:
+            raise Unavailable("the database is unavailable; try again later") from exc
+        log.warning("scan skipped, database unavailable: %s", exc)
+    finally:
+        # RQ forks a work horse per job: leave it no pooled connection to share.
+        database.dispose()
+    if stopping.is_set():
+        return True
+    try:
+        # The scheduler starts retries that jobs asked for (Retry in 30 s).
+        worker = _Worker([PUSH_EVENTS_QUEUE], connection=queue.connection)
+        worker.database = database
+        worker.stopping = stopping
+        worker.work(
+            burst=burst,
+            with_scheduler=True,
+            max_jobs=MAX_JOBS_BETWEEN_SCANS,
+            max_idle_time=max(1, math.ceil(scan_interval)),
+            logging_level="INFO",
+        )
+    except (redis.RedisError, OSError) as exc:
+        if burst:
+            raise Unavailable(f"Redis is unavailable ({exc}); try again later") from exc
+        log.warning("Redis unavailable, retrying in %.0f s: %s", scan_interval, exc)
+        stopping.wait(scan_interval)
+        return False
+    return burst or worker.stop_requested

@@ -152,14 +152,20 @@ def _signal(process: subprocess.Popen[bytes], signum: int) -> None:
 
 def _stop_together(children: list[Child], timeout: float) -> None:
     """SIGTERM each running child, wait for all up to ``timeout``, then SIGKILL the rest."""
-    processes = [c.process for c in children if c.process is not None]
-    for process in processes:
+    running = [(c, c.process) for c in children if c.process is not None]
+    for _, process in running:
         if process.poll() is None:
             _signal(process, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    for process in processes:
+    for child, process in running:
         try:
             process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            # Said aloud: a service that ignores SIGTERM is a bug to find in its log.
+            print(
+                f"{child.name} did not stop within {timeout:g} s of SIGTERM; killed it "
+                f"(see {child.log_path})",
+                file=sys.stderr,
+            )
             _signal(process, signal.SIGKILL)
             process.wait()

@@ -406,8 +406,15 @@ def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
     if lock_dir is None or not sqlite:
         yield
         return
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_dir / "claims.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # Opened per claim: flock excludes open files, not processes (threads of one process
+    # sharing one descriptor would not exclude each other). The folder is made when missing.
+    path = lock_dir / "claims.lock"
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:

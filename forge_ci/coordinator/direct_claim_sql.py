@@ -16,7 +16,9 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    delete,
     func,
+    insert,
     literal,
     literal_column,
     or_,
@@ -28,7 +30,7 @@ from sqlalchemy.engine import Connection
 
 from forge_ci import states
 from forge_ci.coordinator.claim_rows import CLAIMED_COLUMNS, STEP_COLUMNS
-from forge_ci.coordinator.driver_sql import Prepared, insert_with_defaults
+from forge_ci.coordinator.driver_sql import Prepared, column_values, insert_with_defaults
 from forge_ci.models import (
     Attempt,
     AttemptStep,
@@ -298,6 +300,43 @@ def _to_running(table: Any, key: str) -> Any:
 def insert_attempt() -> Any:
     attempts = table_of(Attempt)
     return insert_with_defaults(attempts, CLAIMED_COLUMNS).returning(attempts.c.id)
+
+
+def start_statement(run_queued: bool) -> Any:
+    """PostgreSQL: the claim's writes in one round trip, as data-modifying CTEs: the job moves
+    queued -> running (``move_job``), its queue entry goes and its count drops (as
+    ``models.queue.leave_queue``), the run moves when ``run_queued`` (``move_run``), and the
+    attempt is inserted ``RETURNING id``, each only if the job moved (no row: it had left the
+    queue, and the caller rolls back)."""
+    jobs, runs, attempts = table_of(Job), table_of(Run), table_of(Attempt)
+    entries, counts = table_of(QueuedJob), table_of(QueueCount)
+    moved = move_job().returning(jobs.c.id).cte("moved")
+    left = (
+        delete(entries)
+        .where(entries.c.job_id.in_(select(moved.c.id)))
+        .returning(entries.c.repository_id, entries.c.labels)
+        .cte("left_queue")
+    )
+    counted = (
+        update(counts)
+        .where(counts.c.repository_id == left.c.repository_id, counts.c.labels == left.c.labels)
+        .values(queued=counts.c.queued - 1)
+        .returning(counts.c.repository_id)
+        .cte("counted")
+    )
+    ctes = [left, counted]
+    if run_queued:
+        ctes.append(
+            move_run().where(select(moved.c.id).exists()).returning(runs.c.id).cte("run_moved")
+        )
+    values = column_values(attempts, CLAIMED_COLUMNS)
+    values["job_id"] = moved.c.id
+    return (
+        insert(attempts)
+        .from_select(list(values), select(*values.values()).select_from(moved))
+        .returning(attempts.c.id)
+        .add_cte(*ctes)
+    )
 
 
 def leave_statement(index: int) -> Any:

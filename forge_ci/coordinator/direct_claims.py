@@ -11,10 +11,15 @@ fewer round trips; anything unusual is left to that path (the caller rolls back 
                the requester's user row and membership, and on PostgreSQL the repository's
                scheduling row FOR UPDATE SKIP LOCKED          ─ one SELECT (index seeks)
     [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again
-    3 move     job queued -> running, run queued -> running (the state table decides both),
-               the queue entry and its count                 ─ UPDATEs and a DELETE
-    4 insert   the attempt (RETURNING id), its steps (one multi-row INSERT)
-    5 read     the repository's variables for the assignment
+    3 start    job queued -> running, run queued -> running (the state table decides both),
+               the queue entry and its count, the attempt (RETURNING id) ─ PostgreSQL: one
+               statement of data-modifying CTEs, sent with 4 in one round trip (pipeline);
+               SQLite: UPDATEs, a DELETE and the INSERT
+    4 read     the repository's variables for the assignment
+    5 insert   the attempt's steps (one executemany)
+
+Every statement is written in Core (:mod:`.direct_claim_sql`) and run on the bare DB-API
+cursor (:mod:`.driver_sql`), in a Core connection's transaction rather than the session's.
 
 Left to the ORM path: a replay, a reused attempt token, a provider waiting out its own
 cancellation, a credential that is not valid (it raises the error), a requester who may no
@@ -51,7 +56,7 @@ from forge_ci.coordinator.claim_rows import (
 )
 from forge_ci.coordinator.credentials import hashes_match, token_hash
 from forge_ci.coordinator.direct_claim_sql import TakenJob, TakenRun
-from forge_ci.coordinator.driver_sql import cursor_of
+from forge_ci.coordinator.driver_sql import cursor_of, execute_together
 from forge_ci.models import (
     Job,
     Run,
@@ -328,15 +333,9 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
         return UNHANDLED  # the ORM path fails the job and says why
     connection, cursor, now = claim.connection, claim.cursor, claim.now
     states.require_transition("job", job.state, states.RUNNING)
-    move = sql.prepared(connection, sql.move_job)
-    moved = move.execute(cursor, {"job_pk": job.id, "moved_at": now})
-    if moved.rowcount != 1:
-        return UNHANDLED
     if run.state == states.QUEUED:
         # No job of a queued run has started before, so this one's start is the run's.
         states.require_transition("run", run.state, states.RUNNING)
-        sql.prepared(connection, sql.move_run).execute(cursor, {"run_pk": run.id, "moved_at": now})
-    _leave_queue(claim, job.id, run.repository_id, row.queue_labels)
     attempt = new_attempt(
         job_id=job.id,
         number=(row.last_number or 0) + 1,
@@ -350,10 +349,10 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
         issued=claim.issued,
     )
     values = {name: getattr(attempt, name) for name in CLAIMED_COLUMNS}
-    (attempt.id,) = sql.prepared(connection, sql.insert_attempt).execute(cursor, values).fetchone()
-    _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
-    read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
-    variables = {name: value for name, value in read.rows(cursor, parameters) if value is not None}
+    started = _start(claim, job.id, run, row.queue_labels, values)
+    if started is None:
+        return UNHANDLED  # the job left the queue under our feet
+    attempt.id, variables = started
     assignment = build_assignment(
         claim.session(), attempt, job, run, now, claim.request.attempt_token, variables
     )
@@ -363,11 +362,41 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
     return assignment
 
 
-def _leave_queue(claim: _Claim, job_id: int, repository_id: int, labels: str) -> None:
-    """``models.queue.leave_queue`` on the bare cursor: the entry goes, its count drops."""
-    remove, take = (sql.prepared(claim.connection, sql.leave_statement, index) for index in (0, 1))
-    if remove.execute(claim.cursor, {"job_id": job_id}).rowcount == 1:
-        take.execute(claim.cursor, {"entry_repository": repository_id, "entry_labels": labels})
+def _start(
+    claim: _Claim, job_id: int, run: TakenRun, labels: str, values: dict[str, Any]
+) -> tuple[int, dict[str, str]] | None:
+    """The claim's writes: the job (and a queued run) moved to running, its queue entry gone
+    and count dropped, the attempt inserted; and the ``vars`` context read. The attempt's id
+    and the variables, or None when the job was no longer queued. PostgreSQL: the writes in
+    one statement (``start_statement``), sent with the read in one round trip; SQLite, where
+    a statement costs no round trip: one each, as ``models.queue.leave_queue``."""
+    connection, cursor, now = claim.connection, claim.cursor, claim.now
+    _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
+    read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
+    run_queued = run.state == states.QUEUED
+    moves = {"job_pk": job_id, "run_pk": run.id, "moved_at": now}
+    if connection.dialect.name == "postgresql":
+        start = sql.prepared(connection, sql.start_statement, run_queued)
+        started, found = execute_together(
+            connection, [(start, {**values, **moves}), (read, parameters)]
+        )
+        attempt = started.fetchone()
+        if attempt is None:
+            return None
+        attempt_id = attempt[0]
+    else:
+        if sql.prepared(connection, sql.move_job).execute(cursor, moves).rowcount != 1:
+            return None
+        if run_queued:
+            sql.prepared(connection, sql.move_run).execute(cursor, moves)
+        remove, take = (sql.prepared(connection, sql.leave_statement, index) for index in (0, 1))
+        if remove.execute(cursor, {"job_id": job_id}).rowcount == 1:
+            take.execute(cursor, {"entry_repository": run.repository_id, "entry_labels": labels})
+        insert = sql.prepared(connection, sql.insert_attempt)
+        (attempt_id,) = insert.execute(cursor, values).fetchone()
+        found = read.execute(cursor, parameters)
+    variables = {name: value for name, value in read.read(found) if value is not None}
+    return int(attempt_id), variables
 
 
 def _secret_refusal(

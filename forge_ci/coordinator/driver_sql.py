@@ -16,7 +16,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from sqlalchemy import bindparam, insert
+from sqlalchemy import bindparam, insert, literal
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.schema import Table
@@ -76,13 +76,14 @@ class Prepared:
             raise self._wrapped(error, parameters) from error
 
     def _wrapped(self, error: Exception, parameters: Any) -> Exception:
-        dbapi = self._dialect.loaded_dbapi
-        return sa_exc.DBAPIError.instance(
-            self.sql, parameters, error, dbapi.Error, dialect=self._dialect
-        )
+        return _wrap(self._dialect, self.sql, parameters, error)
 
     def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Any]:
-        fetched = self.execute(cursor, values).fetchall()
+        return self.read(self.execute(cursor, values))
+
+    def read(self, cursor: Any) -> list[Any]:
+        """The rows of this statement, executed on ``cursor``."""
+        fetched = cursor.fetchall()
         make = self.row._make
         if self._plain:
             return [make(raw) for raw in fetched]
@@ -97,6 +98,36 @@ class Prepared:
         return rows[0] if rows else None
 
 
+def _wrap(dialect: Dialect, sql: str, parameters: Any, error: Exception) -> Exception:
+    """The driver's ``error`` as SQLAlchemy's execution raises it (``IntegrityError``...)."""
+    return sa_exc.DBAPIError.instance(
+        sql, parameters, error, dialect.loaded_dbapi.Error, dialect=dialect
+    )
+
+
+def execute_together(
+    connection: Connection, items: list[tuple[Prepared, Mapping[str, Any]]]
+) -> list[Any]:
+    """Each statement on a cursor of its own, in order; on PostgreSQL in one round trip
+    (psycopg's pipeline mode: an error raises at the end, and rolls back the transaction as
+    any error does). The cursors, to read each statement's rows from."""
+    cursors = [cursor_of(connection) for _ in items]
+    if connection.dialect.name != "postgresql":
+        return [
+            statement.execute(cursor, values)
+            for (statement, values), cursor in zip(items, cursors, strict=True)
+        ]
+    try:
+        driver: Any = connection.connection.driver_connection
+        with driver.pipeline():
+            for (statement, values), cursor in zip(items, cursors, strict=True):
+                cursor.execute(statement.sql, statement.parameters(values))
+    except connection.dialect.loaded_dbapi.Error as error:
+        together = ";\n".join(statement.sql for statement, _ in items)
+        raise _wrap(connection.dialect, together, None, error) from error
+    return cursors
+
+
 def cursor_of(connection: Connection) -> Any:
     """A DB-API cursor on the connection (and in the transaction) of a SQLAlchemy one."""
     return connection.connection.cursor()
@@ -105,12 +136,19 @@ def cursor_of(connection: Connection) -> Any:
 def insert_with_defaults(table: Table, columns: Iterable[str]) -> Any:
     """``INSERT`` of ``columns`` (bound by their names) and every other column's scalar Python
     default (SQLAlchemy's execution fills those in; a bare cursor does not)."""
+    return insert(table).values(column_values(table, columns))
+
+
+def column_values(table: Table, columns: Iterable[str]) -> dict[str, Any]:
+    """Each of ``columns`` bound by its name, and every other column with a scalar Python
+    default as that value, typed as the column (for ``INSERT ... VALUES`` or ``SELECT``)."""
     given = set(columns)
-    values: dict[str, Any] = {name: bindparam(name) for name in given}
+    values: dict[str, Any] = {}
     for column in table.columns:
-        if column.name in given or column.default is None:
-            continue
-        if not column.default.is_scalar:
-            raise ValueError(f"{table.name}.{column.name} has a computed default: bind it")
-        values[column.name] = cast(Any, column.default).arg
-    return insert(table).values(values)
+        if column.name in given:
+            values[column.name] = bindparam(column.name, type_=column.type)
+        elif column.default is not None:
+            if not column.default.is_scalar:
+                raise ValueError(f"{table.name}.{column.name} has a computed default: bind it")
+            values[column.name] = literal(cast(Any, column.default).arg, column.type)
+    return values

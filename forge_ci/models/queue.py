@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -61,8 +61,9 @@ def label_key(runs_on: Iterable[str]) -> str:
     return json.dumps(sorted(job_labels(runs_on)), separators=(",", ":"))
 
 
+@lru_cache(maxsize=1024)
 def key_labels(key: str) -> frozenset[str]:
-    """The labels a :func:`label_key` stands for."""
+    """The labels a :func:`label_key` stands for (every claim reads the same few keys)."""
     return frozenset(json.loads(key))
 
 

@@ -20,6 +20,7 @@ quotes instead. Done when the plan is built, so the snapshot holds the protected
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -126,15 +127,22 @@ def secret_value(name: str) -> dict[str, Any]:
 
 def template_secrets(source: str) -> set[str]:
     """The secret names (uppercased) an expression reads as ``secrets.NAME``."""
+    return set(_template_secrets(source))
+
+
+@functools.lru_cache(maxsize=1024)
+def _template_secrets(source: str) -> frozenset[str]:
+    # Asked for every runtime template of every step of every matrix instance: the same few
+    # expressions over and over, so the answers are kept (a pure function of the text).
     try:
         node = parse_expression(source)
     except ExpressionError:
-        return set()
-    return {
+        return frozenset()
+    return frozenset(
         str(path[1]).upper()
         for path in referenced_paths(node)
         if len(path) == 2 and str(path[0]).lower() == "secrets"
-    }
+    )
 
 
 def secret_holders(*values: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from forge_ci.protocol.steps import CHECKOUT as CHECKOUT
 from forge_ci.protocol.steps import INPUT_NAME_RE
@@ -395,7 +395,7 @@ def _inputs(
         scalar = string(value, f"with.{key.value}", problems)
         if scalar is None:
             continue
-        template = checker.template(scalar, replace(scope, where=f"with.{key.value}"))
+        template = checker.template(scalar, scope.at(f"with.{key.value}"))
         if template is not None:
             inputs[key.value] = template
     return inputs

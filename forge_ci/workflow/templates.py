@@ -26,6 +26,7 @@ Contexts forge-ci provides (docs/workflow-syntax.md, "Contexts"):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,7 +134,7 @@ class Scope:
 
     def narrowed(self, where: str, contexts: frozenset[str], **changes: Any) -> Scope:
         """The same job facts (matrix keys, needs, steps) at another key."""
-        return Scope(
+        return self._copy(
             where=where,
             contexts=contexts,
             conditions=changes.get("conditions", False),
@@ -146,6 +147,18 @@ class Scope:
             steps=changes.get("steps", self.steps),
         )
 
+    def at(self, where: str) -> Scope:
+        """This scope at another key (``dataclasses.replace(self, where=where)``)."""
+        return self._copy(**{**self.__dict__, "where": where})
+
+    def _copy(self, **fields: Any) -> Scope:
+        # Scopes are made for nearly every key of every step: a frozen dataclass's __init__
+        # sets its ten fields one object.__setattr__ at a time, this fills the dict at once.
+        # ``fields`` names every field (a test holds narrowed and at to the constructor).
+        scope = object.__new__(Scope)
+        scope.__dict__.update(fields)
+        return scope
+
 
 @dataclass(frozen=True)
 class Expr:
@@ -155,7 +168,7 @@ class Expr:
     node: Any
     contexts: frozenset[str]
 
-    @property
+    @functools.cached_property
     def static(self) -> bool:
         """Fixed per job instance: it reads only matrix and strategy (or nothing), no files."""
         if not self.contexts <= STATIC_CONTEXTS:

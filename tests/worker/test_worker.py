@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
 from collections.abc import Iterator
 
 import pygit2
@@ -214,3 +216,79 @@ def test_the_worker_runs_the_scheduler_and_fires_the_current_minute(
     with database.session(read_only=True) as s:
         runs = list(s.scalars(select(Run)))
     assert [(r.event_name, r.requested_by_name) for r in runs] == [("schedule", "alice")]
+
+
+def _signal_self_during(monkeypatch: pytest.MonkeyPatch, method: str) -> list[str]:
+    """Make RQ's ``method`` of the worker end with a SIGTERM to this process, and its idle wait
+    on Redis return at once; the returned list records every idle wait RQ started."""
+    from worker.main import _Worker
+
+    original = getattr(_Worker, method)
+
+    def then_sigterm(self: _Worker, *args: object, **kwargs: object) -> object:
+        result = original(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    waits: list[str] = []
+
+    def idle(self: _Worker, timeout: object, max_idle_time: object = None) -> None:
+        waits.append("dequeue")
+        return None  # as if idle for max_idle_time
+
+    monkeypatch.setattr(_Worker, method, then_sigterm)
+    monkeypatch.setattr(_Worker, "dequeue_job_and_maintain_ttl", idle)
+    return waits
+
+
+@pytest.mark.usefixtures("own_signal_handlers")
+def test_a_sigterm_before_rq_took_over_the_signals_stops_the_worker_without_waiting(
+    settings: Settings, database: Database, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window between the loop's last look at its stop flag and RQ's own handlers: the
+    signal reaches the loop's handler, and RQ must not then wait on Redis for the whole scan
+    interval (30 s here; `forge-ci up` kills a worker that takes 10 s to stop)."""
+    from worker.main import run as run_worker
+
+    waits = _signal_self_during(monkeypatch, "bootstrap")
+    run_worker(dataclasses.replace(settings, redis_url=redis_url), scan_interval=30)
+    assert waits == []  # stopped on request before any wait for a job
+
+
+@pytest.mark.usefixtures("own_signal_handlers")
+def test_a_sigterm_just_after_rq_returned_stops_the_worker_cleanly(
+    settings: Settings, database: Database, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RQ's handler is still installed for a moment after RQ returns and raises StopRequested
+    wherever the signal lands; that is a stop, not a crash of the worker."""
+    from worker.main import run as run_worker
+
+    waits = _signal_self_during(monkeypatch, "teardown")
+    run_worker(dataclasses.replace(settings, redis_url=redis_url), scan_interval=30)
+    assert waits == ["dequeue"]  # one round of RQ, then stopped at its signal
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("own_signal_handlers")
+def test_rqs_scheduler_stopped_before_it_took_over_the_signals_still_stops(
+    settings: Settings, database: Database, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RQ forks its scheduler from the worker, so the scheduler runs the worker loop's signal
+    handler until it installs its own; RQ's SIGTERM to it in that moment must end it, or the
+    worker waits for it for ever (this test then times out)."""
+    import time
+
+    from rq.scheduler import RQScheduler
+
+    from worker.main import run as run_worker
+
+    original = RQScheduler._install_signal_handlers
+
+    def late(self: RQScheduler) -> None:
+        time.sleep(1)  # in the forked scheduler: the stop comes first, for certain
+        original(self)
+
+    monkeypatch.setattr(RQScheduler, "_install_signal_handlers", late)
+    waits = _signal_self_during(monkeypatch, "bootstrap")
+    run_worker(dataclasses.replace(settings, redis_url=redis_url), scan_interval=30)
+    assert waits == []

@@ -203,3 +203,24 @@ def test_runtime_expressions_stay_templates(plan_of: PlanOf) -> None:
     assert plan["jobs"][1]["steps"][1]["env"]["S"] == {
         "template": ["a linux ", {"expr": "steps.early.outputs.x"}, " b"]
     }
+
+
+def test_scope_copies_are_what_the_constructor_makes() -> None:
+    """Scope.narrowed and Scope.at fill a new scope's fields at once; they must name them all."""
+    from dataclasses import fields, replace
+
+    from forge_ci.workflow.templates import Scope
+
+    job = Scope(
+        "job", frozenset({"github"}), True, True, True, True, True, frozenset({"os"}),
+        frozenset({"a"}), frozenset({"s1"}),
+    )  # fmt: skip
+    narrowed = job.narrowed("with", frozenset({"env"}), files=True, steps=frozenset({"s2"}))
+    assert narrowed == Scope(
+        "with", frozenset({"env"}), files=True, matrix_keys=frozenset({"os"}),
+        needs=frozenset({"a"}), steps=frozenset({"s2"}),
+    )  # fmt: skip
+    assert job.at("with.x") == replace(job, where="with.x")
+    names = {field.name for field in fields(Scope)}
+    assert set(vars(narrowed)) == set(vars(job.at("y"))) == names
+    assert hash(narrowed) == hash(replace(narrowed))

@@ -76,12 +76,28 @@ def reference_v2(line: str, registered: frozenset[str] = COMMANDS) -> Command | 
     return Command(name, properties, reference_unescape(message[end + 2 :], DATA))
 
 
-def reference_stream(text: str) -> list[str | Command]:
-    """Whole text, line by line; output lines merged."""
+def reference_could_still_be_command(prefix: str) -> bool:
+    """The documented rule for a partial line: it waits when it could still become a ``::``
+    command, already holds ``##[`` or ends in ``#``; otherwise it is shown at once."""
+    head = prefix.lstrip(SPACES)
+    return head == "" or head.startswith(":") or "##[" in prefix or prefix.endswith("#")
+
+
+def reference_stream(text: str, cuts: list[int] | tuple[int, ...] = ()) -> list[str | Command]:
+    """Whole text, line by line; output lines merged. ``cuts`` are where the text arrived in
+    pieces: a line of which some arrived prefix was shown at once is output, whatever follows."""
     result: list[str | Command] = []
     stop: str | None = None
+    offset = 0
     for line in re.split("(?<=\n)", text):
+        start, offset = offset, offset + len(line)
         body = line.removesuffix("\n").removesuffix("\r")
+        if any(
+            start < cut < offset and not reference_could_still_be_command(text[start:cut])
+            for cut in cuts
+        ):
+            result.append(line)
+            continue
         if stop is not None:
             if reference_v2(body, frozenset({stop})) is not None:
                 stop = None
@@ -173,7 +189,7 @@ def test_stream_matches_the_reference_whatever_the_chunks(
         got.extend(stream.feed(text[start:cut]))
         start = cut
     got.extend(stream.feed("", final=True))
-    assert merged(got) == reference_stream(text)
+    assert merged(got) == reference_stream(text, cuts)
 
 
 def test_examples_from_the_github_documentation() -> None:
@@ -229,3 +245,9 @@ def test_a_partial_line_waits_only_when_it_could_be_a_command() -> None:
     assert list(stream.feed("::add-ma")) == []
     assert list(stream.feed("sk::x\n")) == [Command("add-mask", {}, "x")]
     assert list(stream.feed("::tail", final=True)) == ["::tail"]
+    # The older form counts anywhere in a line, but only when the line's shown part held none
+    # of it: a prefix shown at once keeps the rest of its line output (a documented difference).
+    assert list(stream.feed(" ,")) == [" ,"]
+    assert list(stream.feed("##[error]x\n")) == ["##[error]x\n"]
+    assert list(stream.feed(" ,#")) == []
+    assert list(stream.feed("#[error]x\n")) == [Command("error", {}, "x")]

@@ -12,8 +12,9 @@ one pass each: in data ``%0D`` ``%0A`` ``%25``; in property values ``%0D`` ``%0A
 every other line is output, whatever it holds.
 
 :class:`CommandStream` splits the text of one stream into lines across reads (a partial last line
-waits for its end; a line that cannot be a command is released at once) and yields output text
-and :class:`Command` objects in order.
+waits for its end while it could still become a command; one that cannot is released at once,
+and the rest of its line is output even if it holds ``##[``: live progress wins over the older
+form in mid-line) and yields output text and :class:`Command` objects in order.
 """
 
 from __future__ import annotations
