@@ -12,6 +12,7 @@ reference means is decided once, at run creation (``forge_ci.runs.actions``), ne
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -66,8 +67,13 @@ def _check_path(path: str, text: str) -> str:
     return "/".join(parts)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_reference(text: str) -> ActionReference:
-    """The reference ``text`` as written in ``uses``; ReferenceInvalid says why it is refused."""
+    """The reference ``text`` as written in ``uses``; ReferenceInvalid says why it is refused.
+
+    Remembered by text (the answer is immutable; a refusal is raised afresh each time): the same
+    few actions are used by many steps and files.
+    """
     if len(text) > MAX_REFERENCE:
         raise ReferenceInvalid(f"uses is {len(text)} characters; the limit is {MAX_REFERENCE}")
     if text.lower().startswith("docker://"):

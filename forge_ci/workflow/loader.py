@@ -73,7 +73,8 @@ def decode(data: str | bytes, problems: Problems) -> Source | None:
             problems.add(1, 1, f"the file is {len(data)} bytes; the limit is 65536 (64 KiB)")
             return None
         text = data.decode("utf-8", errors="surrogateescape")
-        bad = list(_SURROGATE_ESCAPES.finditer(text))
+        # ASCII (most files) decodes without escapes and holds none of the 1.1 breaks.
+        bad = [] if data.isascii() else list(_SURROGATE_ESCAPES.finditer(text))
         if bad:
             source = Source(text)
             for match in bad:
@@ -103,7 +104,7 @@ def decode(data: str | bytes, problems: Problems) -> Source | None:
         else:
             what = f"the control character U+{ord(char):04X}"
         problems.add(line, column, f"the file contains {what}, which YAML does not allow")
-    breaks = list(_YAML11_BREAKS.finditer(text))
+    breaks = [] if text.isascii() else list(_YAML11_BREAKS.finditer(text))
     for match in breaks:
         line, column = source.position(match.start())
         char = match.group()
