@@ -28,12 +28,12 @@ roll back first, since it blocks every other writer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, Select, UniqueConstraint, create_engine, event
+from sqlalchemy import Connection, Engine, UniqueConstraint, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -159,57 +159,6 @@ def violates(error: sa_exc.IntegrityError, constraint: UniqueConstraint) -> bool
     table = constraint.table.name
     columns = ", ".join(f"{table}.{column.name}" for column in constraint.columns)
     return str(error.orig) == f"UNIQUE constraint failed: {columns}"
-
-
-class Frozen:
-    """A read statement that runs many times a second, compiled once per dialect and run as
-    the driver's SQL with its bound values prepared once: only ``inputs`` are bound per call.
-
-    SQLAlchemy's own execution of a compiled statement (cache-key lookup, constructing and
-    processing every bound value, expanding IN lists) cost as much as running a poll's one
-    statement. The SQL and every value are SQLAlchemy's own (its compiler, its types' bind
-    processors); results are the driver's rows (booleans as SQLite's 0 and 1, say).
-    """
-
-    def __init__(self, statement: Select[Any], inputs: tuple[str, ...]) -> None:
-        self._statement = statement
-        self._inputs = inputs
-        self._compiled: dict[str, tuple[str, dict[str, Any], dict[str, Any], Any]] = {}
-
-    def first(self, connection: Connection, **values: Any) -> Sequence[Any] | None:
-        """The first row of the statement with ``values`` for its inputs."""
-        dialect = connection.dialect
-        compiled = self._compiled.get(dialect.name)
-        if compiled is None:
-            compiled = self._compiled[dialect.name] = self._compile(dialect, values)
-        sql, constants, processors, order = compiled
-        bound = dict(constants)
-        for name in self._inputs:
-            bound[name] = _processed(processors[name], values[name])
-        parameters = tuple(bound[name] for name in order) if order is not None else bound
-        return connection.exec_driver_sql(sql, parameters).first()
-
-    def _compile(
-        self, dialect: Any, values: dict[str, Any]
-    ) -> tuple[str, dict[str, Any], dict[str, Any], Any]:
-        compiled = self._statement.compile(dialect=dialect)
-        processors = {
-            name: bind.type.dialect_impl(dialect).bind_processor(dialect)
-            for bind, name in compiled.bind_names.items()
-        }
-        # What SQLAlchemy would expand on every execution (literal separators, IN lists of
-        # constants) is expanded into the SQL once.
-        expanded = compiled.construct_expanded_state(values)
-        constants = {
-            name: _processed(processors.get(name), value)
-            for name, value in expanded.parameters.items()
-        }
-        order = expanded.positiontup if dialect.positional else None
-        return expanded.statement, constants, processors, order
-
-
-def _processed(process: Callable[[Any], Any] | None, value: Any) -> Any:
-    return process(value) if process is not None else value
 
 
 #: What a database that cannot be reached, opened or written raises (not a bug of ours).

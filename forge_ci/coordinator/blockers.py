@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -39,6 +40,7 @@ from sqlalchemy import (
     cast,
     exists,
     func,
+    literal_column,
     or_,
     select,
 )
@@ -141,6 +143,7 @@ def _busy() -> Exists:
 
 #: Separates the providers in :func:`provider_rows`' text (labels cannot contain it).
 ROW_SEPARATOR = ";"
+_SEPARATOR_SQL: Any = literal_column(f"'{ROW_SEPARATOR}'")
 
 
 @cache
@@ -154,7 +157,8 @@ def provider_rows() -> ScalarSelect[str | None]:
     busy = case((_busy(), "1"), else_="0")
     row = cast(Provider.id, String) + "/" + Provider.state + "/" + Provider.labels + "/"
     return (
-        select(func.aggregate_strings(row + recent + busy, ROW_SEPARATOR))
+        # The separator as SQL text, not a value SQLAlchemy would render into it per execution.
+        select(func.aggregate_strings(row + recent + busy, _SEPARATOR_SQL))
         .where(*_serving(Run.repository_id))
         .correlate(Run)
         .scalar_subquery()

@@ -360,15 +360,17 @@ def test_a_current_tag_gets_nothing_once_the_user_row_says_no(
     assert olivia.poll() is not None and olivia.poll() is None
 
 
-def test_the_frozen_statement_reads_what_sqlalchemy_reads(
+def test_the_prepared_statement_reads_what_sqlalchemy_reads(
     standard: StandardRun, database: Database, people: Any
 ) -> None:
-    """The poll's statement run as driver SQL (:class:`forge_ci.db.Frozen`) gives the row
-    SQLAlchemy's own execution gives, with every constant and input bound the same way."""
-    from forge_ci.coordinator.watch import _watch_statement
+    """The poll's statement run as driver SQL (:mod:`forge_ci.coordinator.driver_sql`) gives
+    the row SQLAlchemy's own execution gives, with every constant and input bound the same
+    way."""
+    from forge_ci.coordinator.driver_sql import Prepared
+    from forge_ci.coordinator.watch import watch_statement
     from forge_ci.signins import session_token_hash
 
-    frozen = _watch_statement()
+    statement = watch_statement()
     now = utcnow()
     values = {
         "token_hash": session_token_hash("no such session"),
@@ -379,8 +381,9 @@ def test_the_frozen_statement_reads_what_sqlalchemy_reads(
         "cutoff": now - RECENT_CONTACT,
     }
     with database.reading() as connection:
-        ours = frozen.first(connection, **values)
-        theirs = connection.execute(frozen._statement, values).first()
+        prepared = Prepared(statement, connection.dialect)
+        ours = connection.exec_driver_sql(prepared.sql, prepared.parameters(values)).first()
+        theirs = connection.execute(statement, values).first()
     assert ours is not None and theirs is not None
     assert list(ours) == list(theirs)  # (SQLite's booleans come as 1 and 0: equal)
     assert ours[-1] and ours[-1] == theirs[-1]  # the providers' rows, with the poll's cutoff
