@@ -5,9 +5,18 @@ GitHub lets a workflow set any ``GITHUB_*`` name except the default variables th
 files. forge-ci does the same: the names below are refused, every other ``GITHUB_`` name is an
 ordinary variable. ``FORGE_CI_`` and ``RUNNER_`` names stay reserved as a whole, and the
 variables that make a shell or the dynamic loader run other code first can never be set.
+
+Names are otherwise free, as on GitHub (``ruby-version``, ``a.b``, ``1A``); only what no
+process environment can hold (``=``, NUL), other control characters (they would forge log
+lines) and names over 255 characters are refused, in workflow ``env`` and ``$GITHUB_ENV`` alike.
 """
 
 from __future__ import annotations
+
+import re
+
+MAX_NAME = 255
+_UNFIT = re.compile("[=\x00-\x1f\x7f]")
 
 RESERVED_PREFIXES = ("FORGE_CI_", "RUNNER_")
 INJECTION_NAMES = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "NODE_OPTIONS"})
@@ -36,4 +45,17 @@ def reserved_reason(name: str) -> str | None:
         return f"{name} is set by the runner; a workflow cannot override it"
     if upper in INJECTION_NAMES or upper.startswith(INJECTION_PREFIXES):
         return f"{name} would let the shell or the loader run other code; it cannot be set"
+    return None
+
+
+def unfit_reason(name: str) -> str | None:
+    """Why ``name`` cannot be an environment variable's name at all, or ``None``."""
+    if len(name) > MAX_NAME:
+        return f"the env name {name[:20]}... is longer than {MAX_NAME} characters"
+    if not name:
+        return "an env name must not be empty"
+    unfit = _UNFIT.search(name)
+    if unfit:
+        what = "'='" if unfit.group() == "=" else "a control character"
+        return f"the env name {name[:40]!r} contains {what}, which no process environment can hold"
     return None

@@ -13,7 +13,8 @@ variables, as on GitHub.
 Names are otherwise free, as on GitHub (``ruby-version``, ``VIRTUALCAM-GUID``, ``a.b``): the
 step's process gets them as written (a shell cannot expand such a name, programs read it). Only
 what cannot reach a process, or would forge a log line, is refused: ``=``, NUL and other
-control characters, and names over 255 characters.
+control characters, and names over 255 characters (``envnames.unfit_reason``, which the
+runner applies to ``$GITHUB_ENV`` too).
 
 Values must be scalars and are kept as their source spelling: ``1.0`` stays "1.0" and ``yes``
 stays "yes". A null value is refused rather than turned into an empty string; write ``''``.
@@ -21,9 +22,11 @@ stays "yes". A null value is refused rather than turned into an empty string; wr
 
 from __future__ import annotations
 
-import re
-
-from forge_ci.protocol.envnames import RUNNER_GITHUB_VARIABLES, reserved_reason
+from forge_ci.protocol.envnames import (
+    RUNNER_GITHUB_VARIABLES,
+    reserved_reason,
+    unfit_reason,
+)
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.injection import GENERATED_PREFIX
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, describe, is_null
@@ -31,11 +34,8 @@ from forge_ci.workflow.templates import ExpressionChecker, Scope, SecretRef, Tem
 from forge_ci.workflow.values import distinct_keys
 
 MAX_ENV_ENTRIES = 100
-MAX_ENV_NAME = 255
 #: Resolved values over this size are refused at run creation (seed: 64 KiB).
 MAX_ENV_VALUE_BYTES = 64 * 1024
-
-_UNFIT = re.compile("[=\x00-\x1f\x7f]")
 
 EnvValue = Template | SecretRef
 
@@ -45,14 +45,9 @@ def env_name_problem(name: str) -> str | None:
 
     Reserved prefixes and injection variables are compared without regard to case.
     """
-    if len(name) > MAX_ENV_NAME:
-        return f"the env name {name[:20]}... is longer than {MAX_ENV_NAME} characters"
-    if not name:
-        return "an env name must not be empty"
-    unfit = _UNFIT.search(name)
-    if unfit:
-        what = "'='" if unfit.group() == "=" else "a control character"
-        return f"the env name {name[:40]!r} contains {what}, which no process environment can hold"
+    unfit = unfit_reason(name)
+    if unfit is not None:
+        return unfit
     if "${{" in name:
         return (
             f"'{name[:60]}': an expression (like GitHub's ${{{{ insert }}}}) is not supported as "

@@ -14,8 +14,10 @@ them (at most 1 MiB each) with GitHub's syntax::
 is an error that fails the step, naming the file and line. ``GITHUB_PATH`` holds one directory
 per line, prepended to ``PATH`` for later steps (the last line written comes first).
 
-``GITHUB_ENV`` may not set reserved names: the executor's ``FORGE_CI_*`` and ``RUNNER_*``,
-GitHub's default ``GITHUB_*`` variables (:mod:`forge_ci.protocol.envnames`), ``PATH`` (use
+``GITHUB_ENV`` names are free as in workflow ``env`` (``ruby-version``, ``a.b``; not ``=``,
+control characters or over 255 characters), except reserved names: the executor's
+``FORGE_CI_*`` and ``RUNNER_*``, GitHub's default ``GITHUB_*`` variables
+(:mod:`forge_ci.protocol.envnames`), ``PATH`` (use
 ``GITHUB_PATH``), ``HOME``, ``TMPDIR``, ``CI``, and the variables that make a shell or the loader
 run other code, as in workflow ``env``, except ``LD_LIBRARY_PATH``, which tool installers
 (``actions/setup-python``) export. The values are text: nothing in them is evaluated.
@@ -34,13 +36,12 @@ import os
 import re
 from dataclasses import dataclass
 
-from forge_ci.protocol.envnames import reserved_reason
+from forge_ci.protocol.envnames import reserved_reason, unfit_reason
 
 MAX_FILE_BYTES = 1024 * 1024
 #: Total size of the names and values the job's steps added to the environment.
 MAX_ENV_BYTES = 1024 * 1024
 MAX_PATH_ENTRIES = 100
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 _OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}\Z")
 #: Besides the workflow rule (forge_ci.protocol.envnames): what the runner itself sets.
 _RESERVED_NAMES = frozenset({"PATH", "HOME", "TMPDIR", "CI", "FORGE_CI"})
@@ -123,11 +124,10 @@ def parse_assignments(text: str, what: str) -> list[tuple[str, str]]:
 
 
 def check_env_name(name: str, where: str) -> None:
-    if not _ENV_NAME.match(name):
-        raise FileCommandError(
-            f"{where}: {name[:80]!r} is not an environment variable name (letters, digits and "
-            "'_', not starting with a digit)"
-        )
+    """Names are free as in workflow ``env`` (``ruby-version``, ``a.b``), not reserved."""
+    unfit = unfit_reason(name)
+    if unfit is not None:
+        raise FileCommandError(f"{where}: {unfit}")
     if reserved_env_name(name) and name not in _GITHUB_ENV_ALLOWED:
         raise FileCommandError(f"{where}: {name} is reserved for the runner and cannot be set")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from worker.runner.environment import step_environment
 from worker.runner.filecommands import (
     CommandFiles,
     FileCommandError,
@@ -64,6 +65,16 @@ def test_read_applies_all_three_files(tmp_path: Path) -> None:
     assert updates.outputs == {"result": "42", "list": "1\n2"}
 
 
+def test_env_names_are_free_as_in_workflow_env(tmp_path: Path) -> None:
+    """GitHub takes any name for GITHUB_ENV, as for workflow ``env``; the step's process gets
+    it as written (and the step environment refuses only NUL and '=')."""
+    files = _files(tmp_path, env="ruby-version=3.3\na.b=1\n1A=x\nVIRTUALCAM-GUID<<E\ny\nE\n")
+    env = files.read().env
+    assert env == {"ruby-version": "3.3", "a.b": "1", "1A": "x", "VIRTUALCAM-GUID": "y"}
+    step = step_environment({}, [], env, {}, {}, files, "s1")
+    assert step["ruby-version"] == "3.3" and step["1A"] == "x"
+
+
 def test_a_removed_file_means_no_commands(tmp_path: Path) -> None:
     files = _files(tmp_path)
     files.remove()
@@ -109,7 +120,8 @@ def test_ordinary_names_are_not_reserved() -> None:
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({"env": "1BAD=x\n"}, "is not an environment variable name"),
+        ({"env": "A\x01B=x\n"}, "contains a control character"),
+        ({"env": "N" * 256 + "=x\n"}, "is longer than 255 characters"),
         ({"output": "-bad=x\n"}, "is not an output name"),
         ({"path": "/a:/b\n"}, "contains ':'"),
     ],
