@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from forge_ci.db import Database
 from forge_ci.settings import Settings
-from web.deltas import Bases
+from web.deltas import Answers, Bases
 
 EXTENSION = "forge_ci"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -32,6 +32,8 @@ class WebState:
     database: Database
     #: The bases of the run pages' answers lately sent (:mod:`web.deltas`).
     bases: Bases = field(default_factory=Bases)
+    #: The runs those answers presented, for a few seconds (:mod:`web.deltas`).
+    answers: Answers = field(default_factory=Answers)
 
 
 def init_app(app: Flask, settings: Settings, database: Database) -> None:

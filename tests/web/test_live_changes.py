@@ -387,3 +387,34 @@ def test_the_prepared_statement_reads_what_sqlalchemy_reads(
     assert ours is not None and theirs is not None
     assert list(ours) == list(theirs)  # (SQLite's booleans come as 1 and 0: equal)
     assert ours[-1] and ours[-1] == theirs[-1]  # the providers' rows, with the poll's cutoff
+
+
+def test_a_change_is_presented_once_for_every_viewer_with_the_same_token(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    database: Database,
+) -> None:
+    """After a change, the first viewer's poll presents the run; the next viewer's (the same
+    token: read access, no buttons) gets the same jobs without the run being loaded again, and
+    still has its rights rechecked. An owner (buttons: another token) gets their own."""
+    rita, will, olivia = (Poller(as_person(name)) for name in ("rita", "will", "olivia"))
+    for poller in (rita, will, olivia):
+        poller.poll()
+    lint = standard.lint
+    lint.step(lint.assignment.steps[0].id, "completed", "success", 0)
+    first = rita.poll()
+    with _statements(database) as seen:
+        response = will.browser.get(
+            f"{RUN}/updates?since={will.base}", headers={"If-None-Match": will.etag}
+        )
+    assert response.status_code == 200 and first is not None
+    assert response.headers["ETag"] == rita.etag
+    assert [job["key"] for job in response.json["jobs"]] == ["lint"]
+    assert _shown(_jobs(response.json)) == _shown({"lint": _jobs(first)["lint"]})
+    assert any("web_sessions" in text for text in seen)  # the reader, rechecked
+    assert any("memberships" in text for text in seen)
+    for table in ("job_dependencies", "runs_on", "attempt_steps.position"):
+        assert not any(table in text for text in seen), table
+    owners = olivia.poll()
+    assert owners is not None and owners["controls"]["cancel"] is True
+    assert olivia.etag != rita.etag

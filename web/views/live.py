@@ -22,6 +22,7 @@ unreadable repository is a JSON 404 like a missing run. Runner credentials do no
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, stream_with_context
@@ -32,9 +33,12 @@ from forge_ci.coordinator.logs import find_attempt_in, read_log_page, read_log_p
 from forge_ci.coordinator.watch import RunWatch, run_tag_in, watch_run
 from forge_ci.errors import InvalidInput
 from forge_ci.models import utcnow
+from forge_ci.repos import RepositoryAccess
+from forge_ci.runs.changes import RunCounters
 from forge_ci.runs.details import JobDetail, StepDetail, run_details_in
 from web.access import request_repository
 from web.auth import current_actor, session_holder, session_token
+from web.deltas import Answer, job_digests
 from web.errors import json_view
 from web.present import duration, status, timestamp
 from web.storage import db, reading, state
@@ -118,6 +122,30 @@ def updates(owner: str, name: str, number: int) -> Response:
     if sent.contains(tag):
         db().rollback()
         return _not_modified(tag)
+    since = _since(request.args.get("since"))
+    # Every viewer's next poll after a change is a changed one: the run is presented once per
+    # change token in this process, not once per viewer (web.deltas.Answers).
+    answer = state().answers.get(counters.id, tag)
+    if answer is None:
+        answer = _present(access, counters, number, now)
+        state().answers.put(counters.id, tag, answer)
+    db().rollback()
+    delta = state().bases.changed_jobs(counters.id, answer.jobs, since, answer.digests)
+    body = {
+        "full": delta.full,
+        "base": delta.base,
+        "run": answer.run,
+        "jobs": delta.jobs,
+        "controls": answer.controls,
+        "server_time": timestamp(utcnow()),
+    }
+    response = jsonify(body)
+    response.set_etag(tag)
+    return _no_store(response)
+
+
+def _present(access: RepositoryAccess, counters: RunCounters, number: int, now: datetime) -> Answer:
+    """The run as its page shows it, with why queued jobs wait (the counters' run)."""
     providers: tuple[ProviderState, ...] = ()
     if counters.has_queued:
         providers = provider_states(db(), access, now)
@@ -129,31 +157,21 @@ def updates(owner: str, name: str, number: int) -> Response:
     details = run_details_in(db(), access, number)
     waiting = waiting_for(details)
     run = details.run
-    db().rollback()
     jobs = [_job(job, job_note(job, blockers.get(job.id), waiting)) for job in details.jobs]
-    delta = state().bases.changed_jobs(counters.id, jobs, _since(request.args.get("since")))
-    body = {
-        "full": delta.full,
-        "base": delta.base,
-        "run": {
-            "number": str(run.number),
-            "state": run.state,
-            "conclusion": run.conclusion or "",
-            "status": status(run.state, run.conclusion),
-            "terminal": details.is_terminal,
-            "note": run_note(details),
-            "waiting_for_concurrency": run.waiting_for_concurrency,
-            "started_at": timestamp(run.started_at),
-            "completed_at": timestamp(run.completed_at),
-            "duration": duration(run.started_at, run.completed_at),
-        },
-        "jobs": delta.jobs,
-        "controls": controls(access.role >= Role.ADMIN, details),
-        "server_time": timestamp(utcnow()),
+    shown = {
+        "number": str(run.number),
+        "state": run.state,
+        "conclusion": run.conclusion or "",
+        "status": status(run.state, run.conclusion),
+        "terminal": details.is_terminal,
+        "note": run_note(details),
+        "waiting_for_concurrency": run.waiting_for_concurrency,
+        "started_at": timestamp(run.started_at),
+        "completed_at": timestamp(run.completed_at),
+        "duration": duration(run.started_at, run.completed_at),
     }
-    response = jsonify(body)
-    response.set_etag(tag)
-    return _no_store(response)
+    buttons = controls(access.role >= Role.ADMIN, details)
+    return Answer(shown, jobs, buttons, job_digests(jobs))
 
 
 def _tag(watch: RunWatch | None) -> str | None:
