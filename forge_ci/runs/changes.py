@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import SQLColumnExpression, func, select
+from sqlalchemy import SQLColumnExpression, case, func, select
 from sqlalchemy.orm import aliased
 
 from forge_ci import states
@@ -36,7 +36,8 @@ class RunCounters:
     requested_by_name: str
     #: Whether jobs are queued: then the caller folds the queue blockers into the token.
     has_queued: bool
-    #: The run's revision, then sum + count of its jobs', attempts' and steps' revisions.
+    #: The run's revision, then sum + count of its jobs' (twice that, plus 1 while any is
+    #: queued), attempts' and steps' revisions.
     values: tuple[int, ...]
     #: Everything the requester's rights are decided from (``requester_refusal``): whether the
     #: user is active and a site administrator, and their membership role in the repository.
@@ -45,7 +46,7 @@ class RunCounters:
 
 def counters_of(row: Sequence[Any], repository_id: int) -> RunCounters | None:
     """:class:`RunCounters` from the :func:`counter_columns` of a row (None: no such run)."""
-    run_id, requested_by_id, requested_by_name, queued, active, admin, membership, *values = row
+    run_id, requested_by_id, requested_by_name, active, admin, membership, *values = row
     if run_id is None:
         return None
     return RunCounters(
@@ -53,7 +54,7 @@ def counters_of(row: Sequence[Any], repository_id: int) -> RunCounters | None:
         repository_id,
         requested_by_id,
         requested_by_name,
-        bool(queued),
+        bool(values[1] & 1),  # the jobs' sum carries "any queued" in its lowest bit
         tuple(values),
         (bool(active), bool(admin), membership or ""),
     )
@@ -66,15 +67,11 @@ def counter_columns() -> tuple[SQLColumnExpression[Any], ...]:
     whatever else that statement joins. The values grow (in some position) with every change
     the run page shows, except queue blockers."""
     jobs = aliased(Job)
-    queued = (
-        select(func.count())
-        .select_from(jobs)
-        .where(jobs.run_id == Run.id, jobs.state == states.QUEUED)
-        .correlate(Run)
-        .scalar_subquery()
-    )
+    # One pass over the run's jobs (a second, to count the queued ones, cost a fifth of an
+    # unchanged poll's statement): twice the sum, plus 1 if any job is queued.
+    queued = func.coalesce(func.max(case((jobs.state == states.QUEUED, 1), else_=0)), 0)
     job_sum = (
-        select(func.coalesce(func.sum(jobs.revision), 0) + func.count())
+        select(2 * (func.coalesce(func.sum(jobs.revision), 0) + func.count()) + queued)
         .select_from(jobs)
         .where(jobs.run_id == Run.id)
         .correlate(Run)
@@ -124,7 +121,6 @@ def counter_columns() -> tuple[SQLColumnExpression[Any], ...]:
         Run.id,
         Run.requested_by_id,
         Run.requested_by_name,
-        queued,
         active,
         admin,
         membership,
