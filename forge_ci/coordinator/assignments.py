@@ -119,7 +119,7 @@ def build_assignment(
         steps=tuple(_wire_step(step, references) for step in steps),
         outputs=dict(plan_job.get("outputs") or {}),
         contexts={
-            "github": github_context(run, job, attempt, job_token(attempt_token)),
+            "github": github_context(run, job, job_token(attempt_token)),
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,

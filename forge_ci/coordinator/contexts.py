@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from forge_ci.models import Attempt
 from forge_ci.protocol import API_PREFIX, Assignment
 
 
@@ -54,10 +53,8 @@ class PlannedJob(Protocol):
     def definition(self) -> dict[str, Any]: ...
 
 
-def github_context(
-    run: SnapshotRun, job: PlannedJob, attempt: Attempt, token: str = ""
-) -> dict[str, Any]:
-    """The run's captured context plus the facts of this job and attempt.
+def github_context(run: SnapshotRun, job: PlannedJob, token: str = "") -> dict[str, Any]:
+    """The run's captured context plus the facts of this job (the same for each attempt).
 
     Runs created before the full context was captured lack some queue-time fields; they get
     the values the run row still knows. ``server_url``/``api_url`` are added by the service
@@ -89,8 +86,10 @@ def github_context(
             "sha": run.sha,
             "repository_id": str(run.repository_id),
             "run_id": str(run.id),
-            "run_number": str(run.number),
-            "run_attempt": str(attempt.number),
+            # A rerun's captured context holds the first run's number and its own attempt
+            # (forge_ci.runs.rerun); a job's requeue after a lost provider is not a new one.
+            "run_number": str(context.get("run_number", run.number)),
+            "run_attempt": str(context.get("run_attempt", 1)),
             "job": job.job_id,
             "retention_days": "0",
             "token": token,

@@ -80,5 +80,9 @@ def rerun_run(
                 f"run #{number} has no failed, cancelled, timed-out or lost job to rerun"
             )
     definition = copy_definition(run)
+    # As on GitHub, a rerun keeps the run's number and counts itself in run_attempt (a build
+    # stamped with github.run_number gets the same stamp when rerun).
+    definition.context["run_number"] = str(run.context.get("run_number", run.number))
+    definition.context["run_attempt"] = str(int(run.context.get("run_attempt", 1)) + 1)
     with creating_runs(session, settings, repository) as creation:
         return creation.create(actor, definition, rerun_of=run, reuse=reuse)

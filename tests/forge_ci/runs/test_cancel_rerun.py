@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from forge_ci.coordinator.contexts import github_context
 from forge_ci.errors import Conflict, NotFound, PermissionDenied
 from forge_ci.runs.cancel import cancel_run
 from forge_ci.runs.queries import list_runs, show_run
@@ -187,6 +188,14 @@ def test_rerun_failed_reuses_succeeded_jobs_and_their_outputs(forge: Forge) -> N
     # A full rerun starts every job afresh.
     full = rerun_run(forge.session, forge.settings, forge.alice, "alice/demo", 2)
     forge.session.commit()
+    # As on GitHub, every rerun keeps the first run's number and counts in run_attempt.
+    github = {n: github_context(forge.run(n), forge.job(n, "build")) for n in (1, 2, 3)}
+    assert [(g["run_number"], g["run_attempt"]) for g in github.values()] == [
+        ("1", "1"),
+        ("1", "2"),
+        ("1", "3"),
+    ]
+    assert len({g["run_id"] for g in github.values()}) == 3  # each run is a run of its own
     assert forge.states(full.number) == {
         "build": "queued",
         "test": "waiting",

@@ -193,7 +193,8 @@ def test_source_survives_force_push_and_gc_and_a_rerun_is_byte_identical(
     assert again.workflow_source.encode() == original.workflow_source.encode()
     assert again.workflow_source == PIPELINE
     assert again.plan == original.plan and again.plan_digest == original.plan_digest
-    assert again.context == original.context
+    # The same context, plus the first run's number and the attempt count, as on GitHub.
+    assert again.context == {**original.context, "run_number": "1", "run_attempt": "2"}
     assert forge.states(2) == {"build": "queued", "test": "waiting", "env-check": "queued"}
     # Deleting the first run's pin would not matter to the rerun either.
     forge.git().references.delete(original.pin_ref)
@@ -276,7 +277,8 @@ def test_dispatch_inputs_reach_the_snapshot_typed_as_github_does(forge: Forge) -
     forge.finish(stored, "build", "failure")
     again = rerun_run(forge.session, forge.settings, forge.alice, forge.full_name, run.number)
     forge.session.commit()
-    assert forge.run(again.number).context == stored.context
+    rerun_fields = {"run_number": str(stored.number), "run_attempt": "2"}
+    assert forge.run(again.number).context == {**stored.context, **rerun_fields}
 
 
 @pytest.mark.parametrize(
