@@ -231,7 +231,13 @@ def test_a_run_page_looks_its_repository_up_once(
         for engine in database.engines:
             event.remove(engine, "before_cursor_execute", record)
     assert response.status_code == 200, response.get_data(as_text=True)
-    lookups = [s for s in statements if "FROM repositories JOIN users" in " ".join(s.split())]
+    # (A poll first asks the one statement of forge_ci.coordinator.watch, which reads the
+    # session too, whether it can answer at once; it cannot here, the run was never presented.)
+    lookups = [
+        s
+        for s in statements
+        if "FROM repositories JOIN users" in " ".join(s.split()) and "web_sessions" not in s
+    ]
     assert len(lookups) == 1, lookups
 
 

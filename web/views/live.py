@@ -5,8 +5,10 @@ and steps, and why queued jobs wait, with an ``ETag`` (:mod:`forge_ci.runs.chang
 sending it back in ``If-None-Match`` gets ``304 Not Modified`` and no body while nothing shown
 changed, for the cost of one small statement instead of loading the whole run: it rechecks the
 reader's session, user and membership, and reads the run's counters and the providers, on a
-plain connection (:mod:`forge_ci.coordinator.watch`; every other answer goes through the
-request's session and the ordinary use cases). A changed answer names its ``base``; a poll
+plain connection (:mod:`forge_ci.coordinator.watch`). The same statement answers a changed
+poll whose run this process presented for that token moments ago (:class:`web.deltas.Answers`);
+every other answer goes through the request's session and the ordinary use cases, and the run
+is presented once per token. A changed answer names its ``base``; a poll
 sending that back as ``since`` gets only the jobs whose shown content differs from that
 answer's (``"full": false``; :mod:`web.deltas`), or the whole run (``"full": true``) when the
 server no longer knows that base.
@@ -103,15 +105,21 @@ def updates(owner: str, name: str, number: int) -> Response:
     full_name = f"{owner}/{name}"
     token = session_token()
     sent = request.if_none_match
-    if token is not None and sent:
-        # The usual poll: nothing changed since the reader's last answer. One statement on a
-        # plain connection decides that, the reader's rights included; anything else (changed,
-        # refused, not signed in) is answered below, the ordinary way.
+    if token is not None:
+        # The usual poll: nothing changed since the reader's last answer, or the run was just
+        # presented for another viewer with the same token. One statement on a plain
+        # connection decides that, the reader's rights included; anything else (a change not
+        # presented yet, refused, not signed in) is answered below, the ordinary way.
         with reading() as connection:
             watch = watch_run(connection, token, full_name, number, utcnow())
         tag = _tag(watch)
         if tag is not None and sent.contains(tag):
             return _not_modified(tag)
+        if tag is not None and watch is not None and watch.run is not None:
+            run_id = watch.run.counters.id
+            kept = state().answers.get(run_id, tag)
+            if kept is not None:
+                return _answer(run_id, kept, tag, _since(request.args.get("since")))
     access = request_repository(owner, name)
     # The token's columns again, in this request's transaction and before the run itself: the
     # answer is never older than the tag it is sent with.
@@ -130,7 +138,12 @@ def updates(owner: str, name: str, number: int) -> Response:
         answer = _present(access, counters, number, now)
         state().answers.put(counters.id, tag, answer)
     db().rollback()
-    delta = state().bases.changed_jobs(counters.id, answer.jobs, since, answer.digests)
+    return _answer(counters.id, answer, tag, since)
+
+
+def _answer(run_id: int, answer: Answer, tag: str, since: str) -> Response:
+    """``answer`` as the reader needs it: the jobs changed since their base ``since``."""
+    delta = state().bases.changed_jobs(run_id, answer.jobs, since, answer.digests)
     body = {
         "full": delta.full,
         "base": delta.base,
