@@ -7,6 +7,10 @@ Leases, deadlines and cancellation are enforced here, never trusted to a runner:
     providers.py    create/ensure/pause/resume/revoke, labels and repository access
     credentials.py  random credentials, hashes, constant-time checks
     claims.py       claim (serialized, fair, replayable) and the assignment it returns
+    direct_claims.py  the common claim in a handful of prebuilt statements (direct_claim_sql.py)
+    driver_sql.py   Core statements compiled once and run on the bare DB-API cursor
+    claim_rows.py   what both claim paths write (attempt, steps) and how they rank work
+    assignments.py  the assignment a claim returns, built from the claimed rows
     wakeups.py      how a waiting claim learns that work was queued (Redis, DB fallback)
     attempts.py     authenticate, start, heartbeat, complete, cancellation
     leases.py       lease and deadline arithmetic, reconciliation of one attempt

@@ -450,11 +450,11 @@ def claim(
 
     ``sessions`` yields a fresh session per transaction (``Database.session``). The first
     round takes the direct path (:mod:`.direct_claims`); what it leaves, and every later round,
-    the ORM path. On SQLite a read-only look first answers empty polls without taking the
-    write lock. Two identical retries racing each other: the loser's insert fails and its next
-    round replays the winner's attempt. PostgreSQL: when every candidate repository was busy,
-    the next round waits for one of them. SQLite: claim transactions queue on a file lock in
-    ``lock_dir``.
+    the ORM path. On SQLite a look in a deferred (read) transaction first answers empty polls
+    without taking the write lock. Two identical retries racing each other: the loser's insert
+    fails and its next round replays the winner's attempt. PostgreSQL: when every candidate
+    repository was busy, the next round waits for one of them. SQLite: claim transactions
+    queue on a file lock in ``lock_dir``.
     """
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.

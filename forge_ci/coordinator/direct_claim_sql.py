@@ -66,13 +66,12 @@ def look_statement(fairness: bool = True) -> Any:
         .where(a.c.provider_id == me.scalar_subquery(), a.c.request_id == bindparam("request_id"))
         .scalar_subquery()
     )
-    # The provider's attempts cancelled by its own change, by their partial index (a few rows,
-    # usually none; by the state index this read every unended attempt of the forge, and by
-    # the provider's index every attempt of its history). SQLite is told the index: it uses a
-    # partial one only when named or analyzed.
+    # The provider's attempts cancelled by its own change, by their partial index (the
+    # provider's attempts ever cancelled that way; by the state index this read every unended
+    # attempt of the forge, and by the provider's index every attempt of its history). Both
+    # databases choose the index unasked (tests/forge_ci/coordinator/test_claim_plans.py).
     waiting = (
         select(a.c.id)
-        .with_hint(a, "INDEXED BY ix_attempts_waiting", "sqlite")
         .where(
             a.c.provider_id == me.scalar_subquery(),
             a.c.cancelled_by_provider_change.is_(True),

@@ -1,7 +1,8 @@
 """The direct claim path: the common claim in a handful of prebuilt Core statements.
 
 Same rules as the ORM path in :mod:`forge_ci.coordinator.claims` (which documents them), in
-fewer round trips; anything unusual is left to that path (the caller rolls back and runs it)::
+fewer round trips; anything unusual is left to that path (this one rolls back its own
+connection, and the caller runs that path)::
 
     1 look     provider (FOR KEY SHARE) + replay? + waiting out a cancellation? + token reused?
                + every (repository, label set) with queued jobs in scope, with its fairness

@@ -6,8 +6,10 @@ what SQLite itself spends on a claim's index seeks (bench/README.md). A :class:`
 statement keeps the statement written in Core (the same tables, types and dialect rules) but
 compiles it once per dialect, and at each execution only applies the columns' own bind and
 result processors (datetimes as SQLite stores them, JSON) around ``cursor.execute``. It runs
-inside the caller's transaction, on the connection of the caller's session. The driver's
-errors are raised as SQLAlchemy's (``IntegrityError`` and the rest), as its execution would.
+inside the caller's transaction, on the DB-API connection under a SQLAlchemy Core
+connection. The driver's errors, also while rows are fetched, are raised as SQLAlchemy's
+(``IntegrityError`` and the rest), as its execution would, and a bind without a value is a
+``KeyError`` (never a silent NULL).
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ class Prepared:
         #: Values the statement carries itself (literals, LIMIT), by bind name.
         self._static = compiled.construct_params(_check=False)
         processors = compiled._bind_processors
+        # Binds without a value of their own: the caller must give each one.
+        required = {name for name, bind in compiled.binds.items() if bind.required}
         # Positional: one entry per placeholder (a name may repeat); named: one per name.
         names = compiled.positiontup if compiled.positional else list(self._static)
-        self._binds: list[tuple[str, _Processor]] = [
-            (name, processors.get(name)) for name in names or ()
+        self._binds: list[tuple[str, _Processor, bool]] = [
+            (name, processors.get(name), name in required) for name in names or ()
         ]
         self._positional = bool(compiled.positional)
         columns = compiled._result_columns or []
@@ -53,8 +57,8 @@ class Prepared:
     def parameters(self, values: Mapping[str, Any]) -> Any:
         static = self._static
         pairs = [
-            (name, processor, values[name] if name in values else static[name])
-            for name, processor in self._binds
+            (name, processor, values[name] if required or name in values else static[name])
+            for name, processor, required in self._binds
         ]
         if self._positional:
             return tuple(value if p is None else p(value) for _, p, value in pairs)
@@ -83,7 +87,10 @@ class Prepared:
 
     def read(self, cursor: Any) -> list[Any]:
         """The rows of this statement, executed on ``cursor``."""
-        fetched = cursor.fetchall()
+        try:
+            fetched = cursor.fetchall()  # SQLite steps the rows after the first one here
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrapped(error, None) from error
         make = self.row._make
         if self._plain:
             return [make(raw) for raw in fetched]
@@ -109,8 +116,9 @@ def execute_together(
     connection: Connection, items: list[tuple[Prepared, Mapping[str, Any]]]
 ) -> list[Any]:
     """Each statement on a cursor of its own, in order; on PostgreSQL in one round trip
-    (psycopg's pipeline mode: an error raises at the end, and rolls back the transaction as
-    any error does). The cursors, to read each statement's rows from."""
+    (psycopg's pipeline mode: an error raises at the end and leaves the transaction failed;
+    the caller rolls back or closes the connection). The cursors, to read each statement's
+    rows from."""
     cursors = [cursor_of(connection) for _ in items]
     if connection.dialect.name != "postgresql":
         return [

@@ -6,7 +6,8 @@ Revises: 0008_events
 Every claim asks whether its provider is waiting out a cancellation its own change (revoke,
 labels, access) asked for. That read scanned every unended attempt of the forge by the state
 index, so each claim cost more the more jobs were running (bench/README.md, claims, fourth
-round). The partial index holds only the attempts so cancelled: a few rows, usually none.
+round). The partial index holds only the attempts so cancelled (the flag stays after they
+end): a few rows per provider, none for most.
 """
 
 from __future__ import annotations
