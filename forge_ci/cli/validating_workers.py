@@ -11,7 +11,10 @@ which then prints, fails or raises exactly as it always did.
 
 Workers are used only where forking is safe and worth it: on a platform with ``fork``, in a
 process with no other thread, for at least :data:`FILES_PER_WORKER` files a worker.
-``FORGE_CI_VALIDATE_WORKERS`` sets the number (``1`` checks serially, in this process).
+``FORGE_CI_VALIDATE_WORKERS`` sets the number (``1`` checks serially, in this process; still at
+most :data:`MAX_WORKERS` and one per :data:`FILES_PER_WORKER` files). A worker that cannot be
+started (no descriptor or process left) or a bug in this process's own share also means the
+serial check; workers die with the command (Linux's parent-death signal).
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ CheckOne = Callable[[int], Outcome]
 
 def worker_count(files: int) -> int:
     """How many processes (this one included) should check ``files`` files."""
-    configured = os.environ.get(WORKERS_VAR, "").strip()
-    if configured.isdigit() and int(configured) >= 1:
-        wanted = int(configured)
-    else:
+    try:
+        wanted = int(os.environ.get(WORKERS_VAR, "").strip(), 10)
+    except ValueError:  # unset, or not a number ("²" is a digit, not a number)
+        wanted = 0
+    if wanted < 1:
         try:
             wanted = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -58,25 +62,39 @@ def check_in_workers(count: int, workers: int, check_one: CheckOne) -> list[Outc
     This process forks ``workers - 1`` children, checks its own share, then collects theirs.
     """
     for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
-        stream.flush()
+        if stream is not None:  # a closed stream: the serial check reports it as before
+            stream.flush()
     #: Children not waited for yet, and the pipe each sends its outcomes through.
     pending: dict[int, int] = {}
     outcomes: list[Outcome] | None
+    parent = os.getpid()
+    # A worker keeps what the caller does with Ctrl-C: ignored (a background job) or not.
+    keep_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     try:
         for share in range(1, workers):
-            reader, writer = os.pipe()
+            try:
+                reader, writer = os.pipe()
+            except OSError:  # out of descriptors: check serially (the finally stops the rest)
+                return None
             # Ctrl-C is held back while forking: a child must never run the caller's handlers.
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
             try:
                 pid = os.fork()
                 if pid == 0:  # pragma: no cover - a child ends in os._exit, unseen by coverage
                     os.close(reader)
-                    _child(writer, range(share, count, workers), check_one, mask)
+                    shares = range(share, count, workers)
+                    _child(writer, shares, check_one, mask, parent, keep_sigint)
                 pending[pid] = reader
+            except OSError:  # no process left (EAGAIN): check serially
+                os.close(reader)
+                return None
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            os.close(writer)
-        outcomes = [check_one(index) for index in range(0, count, workers)]
+                os.close(writer)
+        try:
+            outcomes = [check_one(index) for index in range(0, count, workers)]
+        except Exception:  # noqa: BLE001 - a bug: the serial check raises it in file order
+            return None
         for pid in list(pending):
             received = _collect(pid, pending)
             if received is None:
@@ -92,13 +110,19 @@ def check_in_workers(count: int, workers: int, check_one: CheckOne) -> list[Outc
 
 
 def _child(
-    writer: int, indexes: range, check_one: CheckOne, mask: set[int | signal.Signals]
+    writer: int,
+    indexes: range,
+    check_one: CheckOne,
+    mask: set[int | signal.Signals],
+    parent: int,
+    keep_sigint: bool,
 ) -> None:  # pragma: no cover
     """Check a share and send it; never returns, never writes to stdout or stderr."""
     status = 1
     try:
+        _die_with(parent)
         # Ctrl-C reaches the whole process group: a worker just stops, the caller reports it.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if keep_sigint else signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         payload = marshal.dumps([check_one(index) for index in indexes])
         view = memoryview(payload)
@@ -109,6 +133,21 @@ def _child(
         pass
     finally:
         os._exit(status)
+
+
+def _die_with(parent: int) -> None:  # pragma: no cover - runs in a worker
+    """End this worker when the command does (killed, or stopped by ``timeout``), instead of
+    checking its whole share for nobody: Linux's parent-death signal, then one look in case
+    the command was gone before it was set."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the closed pipe ends it at its first write
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _collect(pid: int, pending: dict[int, int]) -> list[Outcome] | None:

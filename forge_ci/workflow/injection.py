@@ -125,8 +125,15 @@ def secret_value(name: str) -> dict[str, Any]:
     return {"secret": name}
 
 
+#: Longer expressions are not kept: the cache lives in long-lived web and worker processes,
+#: and pushers choose the text (as ``parse_expression``'s own cache).
+_CACHED_TEXT = 200
+
+
 def template_secrets(source: str) -> set[str]:
     """The secret names (uppercased) an expression reads as ``secrets.NAME``."""
+    if len(source) > _CACHED_TEXT:
+        return set(_template_secrets.__wrapped__(source))
     return set(_template_secrets(source))
 
 

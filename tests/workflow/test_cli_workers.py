@@ -191,3 +191,112 @@ def test_one_file_does_without_the_workers_module(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert result.stdout.splitlines()[-1] == "False", result
+
+
+def test_a_number_that_is_no_number_means_the_processors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("threading.active_count", lambda: 1)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    for text in ("²", "two", "-3", "0", ""):
+        monkeypatch.setenv("FORGE_CI_VALIDATE_WORKERS", text)
+        assert worker_count(1000) == 2, text
+
+
+def test_no_descriptor_left_for_a_worker_means_the_serial_check(tmp_path: Path) -> None:
+    """A real EMFILE: the command's own descriptors fit, a worker's pipe does not."""
+    import resource
+
+    paths = _tree(tmp_path, 60)
+    serial = _run(paths, 1)
+
+    def few_descriptors() -> None:  # room for the first worker's pipe, not the second's
+        resource.setrlimit(resource.RLIMIT_NOFILE, (5, 5))
+
+    env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS="3")
+    starved = subprocess.run(
+        [sys.executable, "-m", "forge_ci", "workflow", "validate", *paths],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        preexec_fn=few_descriptors,
+    )
+    assert (starved.returncode, starved.stdout, starved.stderr) == (
+        serial.returncode,
+        serial.stdout,
+        serial.stderr,
+    )
+    assert b"Traceback" not in starved.stderr
+
+
+def test_a_closed_stdout_is_reported_as_one_process_reports_it(tmp_path: Path) -> None:
+    paths = _tree(tmp_path, 40)
+    results = []
+    for workers in ("1", "2"):
+        script = 'exec "$@" >&-'
+        argv = [sys.executable, "-m", "forge_ci", "workflow", "validate", *paths]
+        env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS=workers)
+        done = subprocess.run(["sh", "-c", script, "sh", *argv], env=env, capture_output=True)
+        results.append((done.returncode, done.stderr))
+    assert results[0] == results[1]
+    assert b"Traceback" not in results[1][1]
+
+
+def test_the_workers_end_when_the_command_is_killed(tmp_path: Path) -> None:
+    """kill -9 (or timeout's SIGTERM) of the command alone: no worker goes on for nobody."""
+    workflow = tmp_path / "w.yml"
+    jobs = "".join(
+        f"  j{n}:\n    runs-on: x\n    steps:\n      - run: make {n}\n" for n in range(40)
+    )
+    workflow.write_text(f"on: push\njobs:\n{jobs}")
+    env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS="2")
+    process = subprocess.Popen(
+        # Many seconds of checking a worker: it must not outlive the command by as much.
+        [sys.executable, "-m", "forge_ci", "workflow", "validate", *["w.yml"] * 30000],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (workers := _children(process.pid)):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 5
+    while alive := [pid for pid in workers if _running(pid)]:
+        assert time.monotonic() < deadline, f"workers {alive} outlived the command"
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its parent."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def test_a_worker_keeps_ctrl_c_ignored_when_the_command_ignores_it(tmp_path: Path) -> None:
+    """A background job of a script ignores SIGINT; Ctrl-C to the group must not stop its
+    workers (and send every file to the serial check)."""
+    workflow = tmp_path / "w.yml"
+    workflow.write_text(MINIMAL)
+    env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS="2")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "forge_ci", "workflow", "validate", *["w.yml"] * 6000],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 60
+    while not (workers := _children(process.pid)):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.2)
+    assert all(_running(pid) for pid in workers)  # still checking
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0 and err == b"" and out.count(b"\n") >= 6000
