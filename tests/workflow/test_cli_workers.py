@@ -152,24 +152,36 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _validating_with_workers(
+    tmp_path: Path, text: str, copies: int, **popen: Any
+) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """``workflow validate`` of ``copies`` copies of one file with 2 workers, once its
+    workers run: the process and the workers' pids."""
+    (tmp_path / "w.yml").write_text(text)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "forge_ci", "workflow", "validate", *["w.yml"] * copies],
+        cwd=tmp_path,
+        env=dict(os.environ, FORGE_CI_VALIDATE_WORKERS="2"),
+        **popen,
+    )
+    deadline = time.monotonic() + 60
+    while not (workers := _children(process.pid)):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    return process, workers
+
+
 @pytest.mark.parametrize("to_group", [True, False])
 def test_ctrl_c_stops_the_workers_and_reports_aborted(tmp_path: Path, to_group: bool) -> None:
     """Ctrl-C (SIGINT to the whole group), or SIGINT to the command alone: its workers stop."""
-    workflow = tmp_path / "w.yml"
-    workflow.write_text(MINIMAL)
-    env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS="2")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "forge_ci", "workflow", "validate", *["w.yml"] * 30000],
-        cwd=tmp_path,
-        env=env,
+    process, _ = _validating_with_workers(
+        tmp_path,
+        MINIMAL,
+        30000,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
-    deadline = time.monotonic() + 60
-    while not _children(process.pid):
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
     if to_group:
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends
     else:
@@ -242,24 +254,17 @@ def test_a_closed_stdout_is_reported_as_one_process_reports_it(tmp_path: Path) -
 
 def test_the_workers_end_when_the_command_is_killed(tmp_path: Path) -> None:
     """kill -9 (or timeout's SIGTERM) of the command alone: no worker goes on for nobody."""
-    workflow = tmp_path / "w.yml"
     jobs = "".join(
         f"  j{n}:\n    runs-on: x\n    steps:\n      - run: make {n}\n" for n in range(40)
     )
-    workflow.write_text(f"on: push\njobs:\n{jobs}")
-    env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS="2")
-    process = subprocess.Popen(
-        # Many seconds of checking a worker: it must not outlive the command by as much.
-        [sys.executable, "-m", "forge_ci", "workflow", "validate", *["w.yml"] * 30000],
-        cwd=tmp_path,
-        env=env,
+    # Many seconds of checking a worker: it must not outlive the command by as much.
+    process, workers = _validating_with_workers(
+        tmp_path,
+        f"on: push\njobs:\n{jobs}",
+        30000,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while not (workers := _children(process.pid)):
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
     process.kill()
     process.wait()
     deadline = time.monotonic() + 5
@@ -279,22 +284,15 @@ def _running(pid: int) -> bool:
 def test_a_worker_keeps_ctrl_c_ignored_when_the_command_ignores_it(tmp_path: Path) -> None:
     """A background job of a script ignores SIGINT; Ctrl-C to the group must not stop its
     workers (and send every file to the serial check)."""
-    workflow = tmp_path / "w.yml"
-    workflow.write_text(MINIMAL)
-    env = dict(os.environ, FORGE_CI_VALIDATE_WORKERS="2")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "forge_ci", "workflow", "validate", *["w.yml"] * 6000],
-        cwd=tmp_path,
-        env=env,
+    process, workers = _validating_with_workers(
+        tmp_path,
+        MINIMAL,
+        6000,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
-    deadline = time.monotonic() + 60
-    while not (workers := _children(process.pid)):
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
     os.killpg(process.pid, signal.SIGINT)
     time.sleep(0.2)
     assert all(_running(pid) for pid in workers)  # still checking
