@@ -170,6 +170,18 @@ def canonical_rows(text: str | None) -> str:
     return ROW_SEPARATOR.join(sorted(text.split(ROW_SEPARATOR))) if text else ""
 
 
+def states_of_rows(text: str) -> tuple[ProviderState, ...]:
+    """The :func:`provider_states` that :func:`provider_rows`' ``text`` was made from, by id:
+    an answer explains the queue from the rows its change token was computed from (a second
+    read, on PostgreSQL a later snapshot, could show what another token stands for)."""
+    states = []
+    for row in text.split(ROW_SEPARATOR) if text else ():
+        key, state, rest = row.split("/", 2)
+        labels, flags = rest[:-3], rest[-2:]  # ``labels/RB``: labels may hold no ";"
+        states.append(ProviderState(int(key), state, labels, flags[0] == "1", flags[1] == "1"))
+    return tuple(sorted(states, key=lambda provider: provider.id))
+
+
 def _labels(job: QueuedJob) -> str:
     return ", ".join(sorted(normalize_job_labels(job.runs_on)))
 

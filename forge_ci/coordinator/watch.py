@@ -31,7 +31,13 @@ from sqlalchemy import Connection, Select, SQLColumnExpression, and_, bindparam,
 from sqlalchemy.orm import Session, aliased
 
 from forge_ci.authz import Role, actor_as_now, effective_role
-from forge_ci.coordinator.blockers import RECENT_CONTACT, canonical_rows, provider_rows
+from forge_ci.coordinator.blockers import (
+    RECENT_CONTACT,
+    ProviderState,
+    canonical_rows,
+    provider_rows,
+    states_of_rows,
+)
 from forge_ci.coordinator.direct_claim_sql import prepared as compiled_once
 from forge_ci.errors import InvalidInput, NotFound
 from forge_ci.models import Membership, Repository, Run, User, WebSession
@@ -64,7 +70,13 @@ class RunTag:
         queue: tuple[object, ...] = ()
         if counters.has_queued:
             queue = (self.owner_id, *counters.requester, self.providers)
-        return change_token(counters.values, role >= Role.ADMIN, *queue)
+        # The run's id too: two runs of one shape (or a recreated repository's run #1) have
+        # the same counters.
+        return change_token((counters.id, *counters.values), role >= Role.ADMIN, *queue)
+
+    def provider_states(self) -> tuple[ProviderState, ...]:
+        """The providers as this tag saw them (what the queue is explained from)."""
+        return states_of_rows(self.providers)
 
 
 def run_tag_in(session: Session, access: RepositoryAccess, number: int, now: datetime) -> RunTag:

@@ -12,6 +12,7 @@ timed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +32,7 @@ from forge_ci.runs.dispatch import dispatch_run
 from forge_ci.signins import revoke_user_sessions
 from tests.web.people import OPERATOR, REPO
 from tests.web.scenario import CI, Pipelines, StandardRun
+from web.deltas import ANSWER_SECONDS
 
 RUN = "/olivia/app/pipelines/1"
 
@@ -418,3 +420,53 @@ def test_a_change_is_presented_once_for_every_viewer_with_the_same_token(
     owners = olivia.poll()
     assert owners is not None and owners["controls"]["cancel"] is True
     assert olivia.etag != rita.etag
+
+
+def test_the_queue_is_explained_from_the_providers_the_token_saw(
+    as_person,  # type: ignore[no-untyped-def]
+    standard: StandardRun,
+    pipelines: Pipelines,
+    database: Database,
+) -> None:
+    """A provider paused while a changed poll is answered, between its token's read and the
+    rest: on PostgreSQL a second read of the providers saw the pause under the old token, and
+    once the provider was resumed that token was current again (304 with the wrong note, and
+    the same answer for other viewers). The answer now explains the queue from the rows the
+    token was computed from, which are the providers as provider_states reads them."""
+    standard.lint.complete("success")
+    pipelines.add_provider("gpu", "self-hosted,linux,gpu")
+    with database.session() as session:
+        access = repository_access(session, OPERATOR, REPO)
+        now = utcnow()
+        assert run_tag_in(session, access, 1, now).provider_states() == provider_states(
+            session, access, now
+        )
+    rita = Poller(as_person("rita"))
+    before = rita.poll()
+    assert before is not None
+    note = _jobs(before)["test"]["note"]
+    paused: list[str] = []
+    aggregates = ("string_agg", "group_concat")  # the token's providers, in its statement
+    tokens: list[str] = []
+
+    def pause_after_the_token(conn, cursor, statement, *_: object) -> None:  # type: ignore[no-untyped-def]
+        if paused or "web_sessions" in statement:  # the poll's own statement: not yet
+            return
+        if any(name in statement for name in aggregates):
+            tokens.append(statement)  # the changed path's token
+        elif tokens:  # the first statement after the token's: pause the provider now
+            paused.append(statement)
+            with database.session() as session:
+                pause_provider(session, OPERATOR, "gpu")
+                session.commit()
+
+    time.sleep(ANSWER_SECONDS + 0.1)  # rita's answer is no longer kept: the changed path runs
+    for engine in database.engines:
+        event.listen(engine, "before_cursor_execute", pause_after_the_token)
+    try:
+        changed = rita.browser.get(f"{RUN}/updates", headers={"If-None-Match": '"stale"'})
+    finally:
+        for engine in database.engines:
+            event.remove(engine, "before_cursor_execute", pause_after_the_token)
+    assert paused and changed.status_code == 200
+    assert _jobs(changed.json)["test"]["note"] == note  # what its token stands for

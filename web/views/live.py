@@ -30,13 +30,12 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from forge_ci.authz import Role
-from forge_ci.coordinator.blockers import ProviderState, provider_states, queue_blockers_of
+from forge_ci.coordinator.blockers import queue_blockers_of
 from forge_ci.coordinator.logs import find_attempt_in, read_log_page, read_log_page_in
-from forge_ci.coordinator.watch import RunWatch, run_tag_in, watch_run
+from forge_ci.coordinator.watch import RunTag, RunWatch, run_tag_in, watch_run
 from forge_ci.errors import InvalidInput
 from forge_ci.models import utcnow
 from forge_ci.repos import RepositoryAccess
-from forge_ci.runs.changes import RunCounters
 from forge_ci.runs.details import JobDetail, StepDetail, run_details_in
 from web.access import request_repository
 from web.auth import current_actor, session_holder, session_token
@@ -135,7 +134,7 @@ def updates(owner: str, name: str, number: int) -> Response:
     # change token in this process, not once per viewer (web.deltas.Answers).
     answer = state().answers.get(counters.id, tag)
     if answer is None:
-        answer = _present(access, counters, number, now)
+        answer = _present(access, run_tag, number, now)
         state().answers.put(counters.id, tag, answer)
     db().rollback()
     return _answer(counters.id, answer, tag, since)
@@ -157,11 +156,11 @@ def _answer(run_id: int, answer: Answer, tag: str, since: str) -> Response:
     return _no_store(response)
 
 
-def _present(access: RepositoryAccess, counters: RunCounters, number: int, now: datetime) -> Answer:
-    """The run as its page shows it, with why queued jobs wait (the counters' run)."""
-    providers: tuple[ProviderState, ...] = ()
-    if counters.has_queued:
-        providers = provider_states(db(), access, now)
+def _present(access: RepositoryAccess, run_tag: RunTag, number: int, now: datetime) -> Answer:
+    """The run as its page shows it, with why queued jobs wait (the tag's run, explained from
+    the providers as the tag saw them)."""
+    counters = run_tag.counters
+    providers = run_tag.provider_states() if counters.has_queued else ()
     blockers = (
         queue_blockers_of(db(), access, counters, counters.id, providers, now)
         if counters.has_queued
