@@ -174,7 +174,7 @@ def run(
     except StopRequested:
         # RQ's handler, still installed for a moment after RQ returns, raises this wherever
         # the signal lands: it means "stop" as much as ours does.
-        pass
+        stopping.set()
     finally:
         lease_sweeper.stop()
         scheduler.stop()

@@ -19,6 +19,7 @@ serial check; workers die with the command (Linux's parent-death signal).
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import signal
@@ -118,7 +119,6 @@ def _child(
     keep_sigint: bool,
 ) -> None:  # pragma: no cover
     """Check a share and send it; never returns, never writes to stdout or stderr."""
-    status = 1
     try:
         _die_with(parent)
         # Ctrl-C reaches the whole process group: a worker just stops, the caller reports it.
@@ -130,7 +130,7 @@ def _child(
             view = view[os.write(writer, view) :]
         status = 0
     except BaseException:  # noqa: BLE001 - any failure: the caller checks serially
-        pass
+        status = 1
     finally:
         os._exit(status)
 
@@ -179,12 +179,9 @@ def _stop(pending: dict[int, int]) -> None:
     theirs, unreaped) and wait for them."""
     for pid, reader in pending.items():
         os.close(reader)
-        try:
+        # An unreaped child is never gone, nor already waited for: neither error is expected.
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:  # pragma: no cover - an unreaped child is never gone
-            pass
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
-        except ChildProcessError:  # pragma: no cover
-            pass
     pending.clear()
