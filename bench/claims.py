@@ -4,7 +4,8 @@
 
 For each queue depth D and number of claimers N, one throwaway database is seeded with
 D + 2 x (claims + N) queued jobs (runs spread over five repositories) and N provider tokens;
-then N forked processes (each with its own engine, warmed up by one claim: ``_WARM_UP``) make
+then N forked processes (each with its own engine, warmed up by one claim: ``_WARM_UP``; the
+clock starts when every claimer is warmed up and ends with the last claim) make
 ``claims`` claims between them through
 forge-ci (``claims.claim``: authentication, replay lookup, fairness, label matching,
 authorization and secret rechecks, state machine, assignment), and then N processes make as
@@ -41,6 +42,8 @@ from forge_ci.settings import Settings
 from forge_ci_testing.seeding import bench_settings, postgres_url, seed
 
 GOAL = 1 / 3
+#: One claimer's latencies and CPU seconds, and the clock when it started and ended.
+Measured = tuple[list[float], float, float, float]
 #: Each claimer process, forge-ci's and the raw one alike, makes one claim before its clock
 #: starts: its connections opened, its statements compiled and cached, as in a long-running
 #: coordinator (the raw claimer's connection was always opened before its clock; forge-ci's
@@ -67,10 +70,27 @@ _POSTGRES_TAKE = (
 )
 
 
-def _forge_claimer(args: tuple[Settings, str, int]) -> tuple[list[float], float]:
+#: Set in each measurement's parent before it forks its claimers: every claimer waits here
+#: after its warm-up, so the clock measures claims, not processes starting and connecting.
+_START: Any = None
+
+
+def _timed(claim_one: Callable[[], None], count: int, latencies: list[float]) -> Measured:
+    """``count`` claims after every claimer is warmed up: latencies, CPU, start and end."""
+    _START.wait()
+    cpu = time.process_time()
+    start = time.perf_counter()
+    for _ in range(count):
+        began = time.perf_counter()
+        claim_one()
+        latencies.append(time.perf_counter() - began)
+    return latencies, time.process_time() - cpu, start, time.perf_counter()
+
+
+def _forge_claimer(args: tuple[Settings, str, int]) -> Measured:
     settings, token, count = args
     database = Database(settings)
-    latencies = []
+    latencies: list[float] = []
 
     def claim_one() -> None:
         assignment = claims.claim(
@@ -84,14 +104,9 @@ def _forge_claimer(args: tuple[Settings, str, int]) -> tuple[list[float], float]
     try:
         for _ in range(_WARM_UP):
             claim_one()
-        cpu = time.process_time()
-        for _ in range(count):
-            began = time.perf_counter()
-            claim_one()
-            latencies.append(time.perf_counter() - began)
+        return _timed(claim_one, count, latencies)
     finally:
         database.dispose()
-    return latencies, time.process_time() - cpu
 
 
 def _raw_sqlite(url: str) -> tuple[Any, Callable[[Any, str], None]]:
@@ -174,41 +189,39 @@ def new_token_hash() -> str:
     return hashlib.sha256(new_token().encode()).hexdigest()
 
 
-def _raw_claimer(args: tuple[Settings, str, int]) -> tuple[list[float], float]:
+def _raw_claimer(args: tuple[Settings, str, int]) -> Measured:
     settings, token, count = args
     url = settings.database_url
     opener = _raw_sqlite if url.startswith("sqlite") else _raw_postgres
     connection, claim_one = opener(url)
-    latencies = []
+    latencies: list[float] = []
     try:
         for _ in range(_WARM_UP):
             claim_one(connection, token)
-        cpu = time.process_time()
-        for _ in range(count):
-            began = time.perf_counter()
-            claim_one(connection, token)
-            latencies.append(time.perf_counter() - began)
+        return _timed(lambda: claim_one(connection, token), count, latencies)
     finally:
         connection.close()
-    return latencies, time.process_time() - cpu
 
 
 def _measure(
-    worker: Callable[[tuple[Settings, str, int]], tuple[list[float], float]],
+    worker: Callable[[tuple[Settings, str, int]], Measured],
     settings: Settings,
     tokens: list[str],
     claims_total: int,
 ) -> tuple[float, float, float]:
     """Claims per second, p95 latency and client CPU per claim (both in ms) of
     ``claims_total`` claims by len(tokens) claimers."""
+    global _START
     each = claims_total // len(tokens)
-    began = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(len(tokens)) as pool:
+    context = multiprocessing.get_context("fork")
+    _START = context.Barrier(len(tokens))
+    with context.Pool(len(tokens)) as pool:
         results = pool.map(worker, [(settings, t, each) for t in tokens], chunksize=1)
-    elapsed = time.perf_counter() - began
-    latencies = sorted(x for result, _ in results for x in result)
+    # From the moment every claimer was ready to the last claim's end.
+    elapsed = max(end for *_, end in results) - min(start for *_, start, _ in results)
+    latencies = sorted(x for result, *_ in results for x in result)
     assert len(latencies) == each * len(tokens)
-    cpu = sum(spent for _, spent in results) / len(latencies) * 1000
+    cpu = sum(spent for _, spent, *_ in results) / len(latencies) * 1000
     return len(latencies) / elapsed, latencies[int(len(latencies) * 0.95) - 1] * 1000, cpu
 
 
