@@ -73,7 +73,7 @@ RUN if command -v groupadd >/dev/null && command -v useradd >/dev/null; then \
     install -d -o 10001 -g 10001 -m 0755 /workspace; \
     install -d -o root -g root -m 0755 /run/forge-ci
 
-COPY forge_ci/__init__.py /opt/forge-ci/forge_ci/
+COPY forge_ci/__init__.py forge_ci/records.py /opt/forge-ci/forge_ci/
 COPY forge_ci/protocol/ /opt/forge-ci/forge_ci/protocol/
 COPY forge_ci/workflow/__init__.py /opt/forge-ci/forge_ci/workflow/
 COPY forge_ci/workflow/expressions/ /opt/forge-ci/forge_ci/workflow/expressions/

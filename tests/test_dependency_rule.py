@@ -105,8 +105,9 @@ def test_the_core_never_imports_rq_worker_internals() -> None:
 
 
 #: What the runner may import from the core: the wire types and the expression language (both
-#: standard library only) and the lazy package modules above them.
-RUNNER_CORE_IMPORTS = ("forge_ci", "forge_ci.protocol", "forge_ci.workflow")
+#: standard library only), the lazy package modules above them and the records the expression
+#: tree is made of.
+RUNNER_CORE_IMPORTS = ("forge_ci", "forge_ci.protocol", "forge_ci.workflow", "forge_ci.records")
 RUNNER_CORE_PREFIXES = ("forge_ci.protocol.", "forge_ci.workflow.expressions")
 
 
@@ -115,6 +116,7 @@ def _runner_files() -> list[Path]:
     files += list((REPO_ROOT / "forge_ci" / "workflow" / "expressions").rglob("*.py"))
     files += list((REPO_ROOT / "forge_ci" / "protocol").rglob("*.py"))
     files.append(REPO_ROOT / "forge_ci" / "__init__.py")
+    files.append(REPO_ROOT / "forge_ci" / "records.py")
     files.append(REPO_ROOT / "forge_ci" / "workflow" / "__init__.py")
     return files
 

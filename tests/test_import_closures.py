@@ -152,3 +152,54 @@ def test_user_list_still_loads_the_database_layer(tmp_path: Path, sqlite_db_url:
     loaded = _cli_modules(tmp_path, env, "user", "list")
     assert "sqlalchemy" in loaded
     assert "yaml" not in loaded  # nor the workflow parser it does not use
+
+
+#: What ``forge-ci workflow validate FILE`` of one valid file may not load either (issue #21,
+#: start-up under 0.1 s): click (the command runs without it), ``dataclasses`` and ``inspect``
+#: (the engine's classes are ``forge_ci.records``; importing them cost a quarter of the command),
+#: the worker pool of many files, and ``difflib``, which only a typo's "did you mean" needs.
+ONE_FILE_VALIDATE = (
+    "click",
+    "dataclasses",
+    "inspect",
+    "difflib",
+    "forge_ci.cli.validating_workers",
+)
+
+
+def _validate_modules(tmp_path: Path, text: str) -> tuple[int, set[str]]:
+    (tmp_path / "ci.yml").write_text(text)
+    listing = tmp_path / "modules.json"
+    result = subprocess.run(
+        [sys.executable, "-c", _CLI_PROBE, str(listing), "workflow", "validate", "ci.yml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+    )
+    return result.returncode, set(json.loads(listing.read_text()))
+
+
+def test_one_file_validate_defines_no_dataclass_and_loads_no_click(tmp_path: Path) -> None:
+    """The closure of the start-up people wait for, pinned by module name, and its refusal.
+
+    A valid file with a step of every kind (run, uses, checkout) loads the whole engine and
+    none of ``ONE_FILE_VALIDATE``; a typo of a key loads ``difflib`` (the probe sees real loads).
+    """
+    status, loaded = _validate_modules(
+        tmp_path,
+        "on: push\njobs:\n  build:\n    runs-on: linux\n    steps:\n"
+        "      - uses: actions/checkout@v4\n      - uses: actions/setup-python@v5\n"
+        "        with: {python-version: '3.12'}\n      - run: make ${{ matrix.x }}\n"
+        "    strategy: {matrix: {x: [a, b]}}\n",
+    )
+    assert status == 0
+    assert {"forge_ci.workflow.parser", "forge_ci.workflow.steps", "yaml"} <= loaded
+    assert not loaded & set(ONE_FILE_VALIDATE), sorted(loaded & set(ONE_FILE_VALIDATE))
+
+    status, loaded = _validate_modules(
+        tmp_path, "on: push\njobs:\n  build:\n    runs-on: linux\n    stpes: []\n"
+    )
+    assert status == 1
+    assert "difflib" in loaded

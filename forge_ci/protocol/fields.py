@@ -25,6 +25,13 @@ ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 #: ``x.y``); only ``=`` and NUL cannot pass through ``execve``, and forge-ci also leaves out
 #: control characters (names are shown in logs and pages). At most 255 characters.
 PROCESS_ENV_NAME_RE = re.compile(r"[^=\x00-\x1f\x7f]{1,255}")
+#: ``uses`` of the built-in checkout step (the workflow engine plans it, the runner runs it).
+#: Here rather than in ``steps`` (which re-exports both) so that the workflow parser reads them
+#: without defining the runner's step class.
+CHECKOUT: Final = "forge-ci/checkout@v1"
+#: An action input name as written (matched case-insensitively; ``INPUT_<NAME>`` is built
+#: from it by uppercasing and replacing spaces with ``_``).
+INPUT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_. -]{0,99}")
 
 
 class ProtocolError(Exception):

@@ -8,10 +8,10 @@ values (``POST attempts/<id>/secrets``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from forge_ci.protocol.fields import CHECKOUT as CHECKOUT
 from forge_ci.protocol.fields import (
     ENV_NAME_RE,
     PROCESS_ENV_NAME_RE,
@@ -22,12 +22,8 @@ from forge_ci.protocol.fields import (
     parse_step_id,
     string,
 )
+from forge_ci.protocol.fields import INPUT_NAME_RE as INPUT_NAME_RE
 
-#: ``uses`` of the built-in checkout step (the workflow engine plans it, the runner runs it).
-CHECKOUT: Final = "forge-ci/checkout@v1"
-#: An action input name as written (matched case-insensitively; ``INPUT_<NAME>`` is built
-#: from it by uppercasing and replacing spaces with ``_``).
-INPUT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_. -]{0,99}")
 MAX_INPUTS: Final = 256
 
 

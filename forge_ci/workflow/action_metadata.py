@@ -18,10 +18,10 @@ as written, ``action`` (filled in when the run resolves it) and ``with``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from forge_ci.errors import InvalidInput
+from forge_ci.records import field, record
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import env_name_problem
@@ -73,7 +73,7 @@ class ActionInvalid(InvalidInput):
         super().__init__(f"action {action}: {file} cannot be used: {shown}{extra}")
 
 
-@dataclass
+@record
 class ActionMetadata:
     """A checked action.yml: the wire ``metadata`` and the references its composite steps use."""
 

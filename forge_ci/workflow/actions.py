@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from forge_ci.records import record
 from forge_ci.workflow.diagnostics import did_you_mean
 
 #: A GitHub owner (user or organisation) name; forge user names are a lowercase subset.
@@ -32,7 +32,7 @@ class ReferenceInvalid(ValueError):
     """A ``uses`` value forge-ci cannot run; the message says why and what is accepted."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActionReference:
     """One parsed ``uses`` value. ``local`` references have no owner, repo or ref."""
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from forge_ci.errors import InvalidInput
+from forge_ci.records import field, record
 from forge_ci.workflow.env import MAX_ENV_VALUE_BYTES
 from forge_ci.workflow.plan import MAX_PLAN_BYTES, plan_bytes
 from forge_ci.workflow.triggers import EVENTS
@@ -58,7 +58,7 @@ class RunContextInvalid(InvalidInput):
     code = "run_context_invalid"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunContext:
     """The facts captured at run creation; ``head_ref``/``base_ref`` are empty except for PRs.
 

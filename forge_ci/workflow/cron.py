@@ -21,9 +21,9 @@ the trigger parser can point at the exact column in the workflow file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from forge_ci.records import record
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, Scalar, Sequence, describe, is_null
 
@@ -31,7 +31,7 @@ MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", 
 DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Field:
     name: str
     low: int
@@ -61,7 +61,7 @@ class CronError(ValueError):
         self.offset = offset
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CronSchedule:
     """A parsed cron expression: the set of values each field allows."""
 

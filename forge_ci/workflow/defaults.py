@@ -15,8 +15,8 @@ because a checked-in symlink can point anywhere.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from forge_ci.records import record
 from forge_ci.workflow.checkout import normalize_path
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import Mapping, Node, describe
@@ -45,7 +45,7 @@ _DRIVE = re.compile(r"[A-Za-z]:")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunDefaults:
     """Shell and working directory of one level; ``None`` means "not set at this level"."""
 

@@ -7,19 +7,18 @@ that a person fixing a workflow sees every problem of the file at once. ``parse_
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 from forge_ci.errors import InvalidInput
+from forge_ci.records import record
 
 #: Beyond this many problems the rest are summarised in one line: the input is bounded (64 KiB),
 #: but a file of 8,000 bad keys should not produce a response of 8,000 lines.
 MAX_DIAGNOSTICS = 200
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@record(frozen=True, order=True, slots=True)
 class Diagnostic:
     """One problem in a workflow file, at a 1-based line and column of the source text."""
 
@@ -138,6 +137,8 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     normalised = word.replace("_", "-").lower()
     if normalised in lowered and lowered[normalised] != word:
         return f'; did you mean "{lowered[normalised]}"?'
+    import difflib  # only a file with a typo pays for it (and heapq), not every validation
+
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.75)
     if close:
         return f'; did you mean "{close[0]}"?'

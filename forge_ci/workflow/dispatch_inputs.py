@@ -26,10 +26,10 @@ import json
 import math
 import re
 from collections.abc import Mapping as MappingABC
-from dataclasses import dataclass
 from typing import Any
 
 from forge_ci.errors import InvalidInput
+from forge_ci.records import record
 from forge_ci.workflow.diagnostics import Problems, did_you_mean
 from forge_ci.workflow.nodes import (
     Mapping,
@@ -55,7 +55,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 InputValue = str | bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DispatchInput:
     """One declared input; ``default`` is None when the file gives none."""
 

@@ -10,9 +10,9 @@ never run is a located error when the file is parsed, not a job stuck in the que
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from forge_ci.records import record
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.env import EnvValue, parse_env
@@ -79,7 +79,7 @@ _JOB_CONTINUE = _ENVIRONMENT
 _ENVIRONMENT_URL = _ENVIRONMENT | {"steps"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Environment:
     """A job's deployment ``environment``: kept and shown; its protection rules are not
     enforced (forge-ci has no environments to hold them)."""
@@ -92,7 +92,7 @@ class Environment:
 _JOB_NAME = _STATIC | frozenset({"github", "inputs", "vars"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Instance:
     """One job instance: a matrix combination (or the job itself when it has no matrix)."""
 
@@ -109,7 +109,7 @@ class Instance:
         return {"matrix": self.matrix or {}, "strategy": self.strategy}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Job:
     """One checked job with its instances."""
 

@@ -15,9 +15,9 @@ because the plan, and the number of jobs, must be known when the workflow is par
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from forge_ci.records import record
 from forge_ci.workflow.diagnostics import Problems
 from forge_ci.workflow.nodes import (
     MAX_SAFE_INTEGER,
@@ -37,7 +37,7 @@ MAX_COMBINATIONS = 256
 STRATEGY_KEYS = ("matrix", "fail-fast", "max-parallel")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Strategy:
     """A parsed strategy: the expanded combinations (empty without a matrix) and its options."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
+from forge_ci.records import field, record
 from forge_ci.workflow.defaults import RunDefaults, parse_run_defaults
 from forge_ci.workflow.diagnostics import Diagnostic, Problems
 from forge_ci.workflow.env import EnvValue, parse_env
@@ -40,7 +40,7 @@ UNSUPPORTED_TOP_KEYS: dict[str, str] = {}
 _WORKFLOW_ENV = frozenset({"github", "inputs", "vars"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Concurrency:
     """Workflow ``concurrency``: runs with the same group wait (or cancel earlier ones)."""
 
@@ -49,7 +49,7 @@ class Concurrency:
     cancel_in_progress: bool | Template
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Workflow:
     """A checked workflow file: its source, its triggers, its parsed parts and its plan."""
 

@@ -28,7 +28,7 @@ Each new set costs at most one visit of every automaton state, so a match costs 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from forge_ci.records import field, record
 
 MAX_PATTERN_LENGTH = 512
 MAX_PATTERNS = 100
@@ -40,7 +40,7 @@ class PatternError(ValueError):
     """A pattern that cannot be compiled; the message says what is wrong."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _CharSet:
     """Which single characters one automaton state consumes."""
 
@@ -66,7 +66,7 @@ _CHAR = 0
 _SPLIT = 1
 
 
-@dataclass
+@record
 class _Automaton:
     """The compiled pattern: states ``0..n-1`` and the accepting state ``n``.
 
@@ -117,7 +117,7 @@ class _Automaton:
         return following, visits + len(states)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pattern:
     """One pattern as written, whether it excludes, and its compiled automaton."""
 

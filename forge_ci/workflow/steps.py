@@ -15,10 +15,10 @@ when an explicit id already took that name, so generated ids never collide with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
-from forge_ci.protocol.steps import CHECKOUT as CHECKOUT
-from forge_ci.protocol.steps import INPUT_NAME_RE
+from forge_ci.protocol.fields import CHECKOUT as CHECKOUT
+from forge_ci.protocol.fields import INPUT_NAME_RE
+from forge_ci.records import field, record
 from forge_ci.workflow.actions import ReferenceInvalid, parse_reference
 from forge_ci.workflow.checkout import parse_checkout_with
 from forge_ci.workflow.defaults import shell as read_shell
@@ -67,7 +67,7 @@ _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _STEP_CONTEXTS = STEP_CONTEXTS
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Step:
     """One checked step; ``uses`` is set (as written) only for the checkout."""
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from forge_ci.records import field, record
 from forge_ci.workflow.diagnostics import Diagnostic, Problems, did_you_mean
 from forge_ci.workflow.expressions import (
     FILE_FUNCTIONS,
@@ -113,7 +113,7 @@ ANY_MATRIX_KEY = frozenset({"*"})
 _SECRET_REF = re.compile(r"\s*secrets\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)\s*\Z", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Scope:
     """What an expression at one key may use; ``where`` names the key in messages."""
 
@@ -148,11 +148,11 @@ class Scope:
         )
 
     def at(self, where: str) -> Scope:
-        """This scope at another key (``dataclasses.replace(self, where=where)``)."""
+        """This scope at another key (a copy with ``where`` changed)."""
         return self._copy(**{**self.__dict__, "where": where})
 
     def _copy(self, **fields: Any) -> Scope:
-        # Scopes are made for nearly every key of every step: a frozen dataclass's __init__
+        # Scopes are made for nearly every key of every step: a frozen record's __init__
         # sets its ten fields one object.__setattr__ at a time, this fills the dict at once.
         # ``fields`` names every field (a test holds narrowed and at to the constructor).
         scope = object.__new__(Scope)
@@ -160,7 +160,7 @@ class Scope:
         return scope
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Expr:
     """One parsed expression: its text, its tree, and the contexts it reads (lowercase)."""
 
@@ -176,7 +176,7 @@ class Expr:
         return not {name.lower() for name in called_functions(self.node)} & FILE_FUNCTIONS
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Template:
     """A string value with its ``${{ }}`` parts parsed; ``parts`` alternate text and Expr."""
 
@@ -201,7 +201,7 @@ class Template:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SecretRef:
     """A whole env value ``${{ secrets.NAME }}``: kept by name, never by value."""
 

@@ -21,9 +21,9 @@ silently not running a check is not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from forge_ci.records import record
 from forge_ci.workflow.cron import CronSchedule, parse_schedule
 from forge_ci.workflow.diagnostics import Problems, quote_list
 from forge_ci.workflow.dispatch_inputs import DispatchInput, parse_dispatch_inputs
@@ -72,7 +72,7 @@ def never_fires(names: tuple[str, ...] | list[str]) -> str:
     return f"{', '.join(names[:-1])} and {names[-1]} never fire on forge-ci"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Filter:
     """The patterns of one filter key (``branches``, ``paths-ignore``...)."""
 
@@ -90,7 +90,7 @@ class Filter:
         return [pattern.text for pattern in self.patterns]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EventFilters:
     """The filters of a push or pull_request trigger; ``tags`` only for push, ``types`` only
     for pull_request."""
@@ -110,7 +110,7 @@ class EventFilters:
         return plan
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Triggers:
     """The events a workflow listens to; ``None`` means the event does not start it.
 
@@ -155,7 +155,7 @@ class Triggers:
         return plan
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Match:
     """Whether an event starts the workflow, and why (for push event records and the UI)."""
 

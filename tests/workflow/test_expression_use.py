@@ -207,8 +207,7 @@ def test_runtime_expressions_stay_templates(plan_of: PlanOf) -> None:
 
 def test_scope_copies_are_what_the_constructor_makes() -> None:
     """Scope.narrowed and Scope.at fill a new scope's fields at once; they must name them all."""
-    from dataclasses import fields, replace
-
+    from forge_ci.records import fields, replace
     from forge_ci.workflow.templates import Scope
 
     job = Scope(

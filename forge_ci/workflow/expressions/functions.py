@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final, Protocol
+
+from forge_ci.records import record
 
 from .coercion import (
     ARRAY,
@@ -56,7 +57,7 @@ FileHasher = Callable[[list[str], bool], str]
 FOLLOW_LINKS_OPTION: Final = "--follow-symbolic-links"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FunctionSpec:
     """A callable function: canonical name, accepted argument counts and implementation."""
 

@@ -23,8 +23,9 @@ index is a string :class:`Literal` (``dotted`` only records how it was written).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal as TypingLiteral
+
+from forge_ci.records import record
 
 #: The value of a literal: null, a boolean, a number (always a float, as in GitHub) or a string.
 LiteralValue = None | bool | float | str
@@ -33,7 +34,7 @@ CompareOperator = TypingLiteral["==", "!=", "<", "<=", ">", ">="]
 LogicalOperator = TypingLiteral["&&", "||"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Literal:
     """``null``, ``true``, ``false``, a number or a single-quoted string."""
 
@@ -41,7 +42,7 @@ class Literal:
     value: LiteralValue
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ContextRef:
     """A named value such as ``github`` or ``matrix``; ``name`` is spelled as written."""
 
@@ -49,14 +50,14 @@ class ContextRef:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Wildcard:
     """The ``*`` of ``a.*`` or ``a[*]``: every element or property value, as a filtered array."""
 
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Index:
     """``target.name``, ``target[index]`` or ``target.*``."""
 
@@ -66,7 +67,7 @@ class Index:
     dotted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Not:
     """``!operand``: the negated truthiness of the operand."""
 
@@ -74,7 +75,7 @@ class Not:
     operand: Node
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Compare:
     """A comparison; GitHub's loose equality and ordering (see ``coercion``)."""
 
@@ -84,7 +85,7 @@ class Compare:
     right: Node
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Logical:
     """``a && b && ...`` or ``a || b || ...``; returns the deciding operand's value."""
 
@@ -93,7 +94,7 @@ class Logical:
     operands: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Call:
     """A function call; ``name`` is the canonical spelling (``toJSON``, ``startsWith``)."""
 

@@ -18,14 +18,15 @@ skips the jobs that need a skipped job unless their ``if`` says otherwise.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Final
+
+from forge_ci.records import record
 
 #: Results a job or the job-so-far can have, as the status functions read them.
 RESULTS: Final = frozenset({"success", "failure", "cancelled", "skipped"})
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class JobStatus:
     """The facts behind the status functions, for one ``if`` evaluation.
 

@@ -11,8 +11,9 @@ literal ``${{`` other than writing it as an expression (``${{ '${{' }}``).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
+
+from forge_ci.records import record
 
 from .coercion import ARRAY, OBJECT, kind_of, to_string
 from .errors import ExpressionError
@@ -25,7 +26,7 @@ from .status import JobStatus
 _OPEN: Final = "${{"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TemplateExpr:
     """One ``${{ ... }}`` of a template: its trimmed source, where it starts, and its tree."""
 
