@@ -2,13 +2,69 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from sqlalchemy import inspect, text
 
 from forge_ci.db import create_db_engine
 from forge_ci.errors import SchemaNotCurrent
-from forge_ci.migrations import check_schema, current_revision, head_revision, upgrade
+from forge_ci.migrations import (
+    _head_from_files,
+    check_schema,
+    current_revision,
+    head_revision,
+    upgrade,
+)
 from forge_ci.models import Base
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+_CHECK_PROBE = """
+import json, sys
+from forge_ci.db import create_db_engine
+from forge_ci.errors import SchemaNotCurrent
+from forge_ci.migrations import check_schema
+try:
+    check_schema(create_db_engine(sys.argv[1]))
+    refused = None
+except SchemaNotCurrent as exc:
+    refused = str(exc)
+print(json.dumps({"refused": refused, "alembic": "alembic" in sys.modules}))
+"""
+
+
+def _check_in_a_process(url: str) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, "-c", _CHECK_PROBE, url],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    answer: dict[str, object] = json.loads(result.stdout)
+    return answer
+
+
+def test_a_current_schema_is_recognised_without_alembic(empty_db_url: str) -> None:
+    """The head read from the revision files is alembic's; a current database needs no alembic.
+
+    The refusal: an unmigrated database is refused, by alembic's reading, with the fix.
+    """
+    assert _head_from_files() == head_revision()
+    unmigrated = _check_in_a_process(empty_db_url)
+    assert unmigrated["alembic"] is True
+    assert "no forge-ci schema yet" in str(unmigrated["refused"])
+    engine = create_db_engine(empty_db_url)
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
+    assert _check_in_a_process(empty_db_url) == {"refused": None, "alembic": False}
 
 
 def test_upgrade_from_empty_creates_every_table(empty_db_url: str) -> None:
