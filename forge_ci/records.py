@@ -17,8 +17,8 @@ bases); a default is the value assigned in the class body or ``field(default=...
 fields are equal. ``frozen=True`` refuses assignment and deletion (:class:`FrozenInstanceError`,
 an ``AttributeError``) and hashes the compared fields; a mutable record is unhashable.
 ``order=True`` adds ``<``, ``<=``, ``>``, ``>=`` over the compared fields, ``slots=True``
-gives the class ``__slots__``, and ``__match_args__`` lists the fields. :func:`fields` and
-:func:`replace` are those of :mod:`dataclasses`.
+gives the class ``__slots__`` (a frozen one still pickles and copies), and ``__match_args__``
+lists the fields. :func:`fields` and :func:`replace` are those of :mod:`dataclasses`.
 
 Standard library only (the runner's image copies this module with the expression package).
 """
@@ -132,6 +132,9 @@ def _build(cls: Any, frozen: bool, order: bool, slots: bool) -> Any:
         cls.__hash__ = _hash
         cls.__setattr__ = _frozen_setattr
         cls.__delattr__ = _frozen_delattr
+        if slots:  # pickle and copy would set the slots through the frozen guard
+            cls.__getstate__ = _getstate
+            cls.__setstate__ = _setstate
     else:
         cls.__hash__ = None
     if order:
@@ -229,6 +232,15 @@ def _ge(self: Any, other: Any) -> Any:
     if other.__class__ is not self.__class__:
         return NotImplemented
     return _values(self) >= _values(other)
+
+
+def _getstate(self: Any) -> list[Any]:
+    return [getattr(self, spec.name) for spec in self.__record_fields__]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for spec, value in zip(self.__record_fields__, state, strict=True):
+        object.__setattr__(self, spec.name, value)
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:

@@ -4,7 +4,9 @@ missing argument) is checked too."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 
@@ -100,6 +102,8 @@ def test_mutable_ordered_and_slotted_records() -> None:
         Place(1, 1) < (1, 2)  # type: ignore[operator]  # noqa: B015
     with pytest.raises(FrozenInstanceError):
         Place(1, 1).line = 2  # type: ignore[misc]
+    for made in (Place(5, 6), Point(1, 2, ["t"], note="n")):
+        assert pickle.loads(pickle.dumps(made)) == made == copy.deepcopy(made) == copy.copy(made)
     match Place(3, 4):
         case Place(line, column):
             assert (line, column) == (3, 4)
