@@ -448,10 +448,10 @@ def claim(
 ) -> Assignment | None:
     """Claim once (no waiting) and commit; see :func:`claim_once` for the rules.
 
-    ``sessions`` yields a fresh session per transaction (``Database.session``). The first
-    round takes the direct path (:mod:`.direct_claims`); what it leaves, and every later round,
-    the ORM path. On SQLite a look in a deferred (read) transaction first answers empty polls
-    without taking the write lock. Two identical retries racing each other: the loser's insert
+    ``sessions`` yields a fresh session per transaction (``Database.session``). Each round
+    takes the direct path (:mod:`.direct_claims`), and what it leaves the ORM path. On SQLite
+    a look in a deferred (read) transaction first answers empty polls without taking the
+    write lock. Two identical retries racing each other: the loser's insert
     fails and its next round replays the winner's attempt. PostgreSQL: when every candidate
     repository was busy, the next round waits for one of them. SQLite: claim transactions
     queue on a file lock in ``lock_dir``.
@@ -472,18 +472,11 @@ def claim(
     if nothing:
         return None
     wait_for: int | None = None
-    for round_number in range(MAX_ROUNDS):
+    for _ in range(MAX_ROUNDS):
         with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
             try:
                 outcome = _claim_round(
-                    session,
-                    token,
-                    request,
-                    clock(),
-                    source,
-                    wait_for,
-                    lease,
-                    issued if round_number == 0 else None,
+                    session, token, request, clock(), source, wait_for, lease, issued
                 )
                 session.commit()
             except ClaimConflict:
@@ -513,16 +506,17 @@ def _claim_round(
     source: secrets.SecretSource,
     wait_for: int | None,
     lease: timedelta,
-    direct: IssuedTokens | None,
+    issued: IssuedTokens,
 ) -> ClaimOutcome:
-    """One claim transaction: the direct path first when ``direct`` (the fresh token's derived
-    values) is given, else (or when it leaves the claim) the ORM path, in ``session``."""
-    if direct is not None:
-        # Its own transaction (committed, or rolled back when it leaves the claim).
-        outcome = direct_claims.claim_direct(session, token, request, now, source, lease, direct)
-        if outcome is not direct_claims.UNHANDLED:
-            assert isinstance(outcome, ClaimOutcome)
-            return outcome
+    """One claim transaction: the direct path first, and when it leaves the claim the ORM path,
+    in ``session``. ``issued``: the fresh token's derived values."""
+    # Its own transaction (committed, or rolled back when it leaves the claim).
+    outcome = direct_claims.claim_direct(
+        session, token, request, now, source, lease, issued, wait_for
+    )
+    if outcome is not direct_claims.UNHANDLED:
+        assert isinstance(outcome, ClaimOutcome)
+        return outcome
     return claim_once(
         session, token, request, now, source, wait_for_repository=wait_for, lease=lease
     )
