@@ -54,9 +54,8 @@ from forge_ci.models.queue import leave_statements
 
 
 @cache
-def look_statement(fairness: bool = True) -> Any:
-    """The look; without ``fairness`` (the SQLite pre-check, which only asks whether there is
-    anything to claim) it leaves out each candidate's fairness keys and lock row."""
+def look_statement() -> Any:
+    """The look (also the SQLite pre-check, whose rows the claim uses while they are true)."""
     p = table_of(Provider)
     other = table_of(Provider).alias("other_providers")
     a = table_of(Attempt)
@@ -130,15 +129,9 @@ def look_statement(fairness: bool = True) -> Any:
             counts.c.repository_id,
             counts.c.labels,
             head(entries.c.job_id).label("head_id"),
-            *(
-                (
-                    served.label("served"),
-                    head(entries.c.queued_at).label("head_at"),
-                    has_row.exists().label("has_row"),
-                )
-                if fairness
-                else ()
-            ),
+            served.label("served"),
+            head(entries.c.queued_at).label("head_at"),
+            has_row.exists().label("has_row"),
         )
         .select_from(scoped)
         .where(p.c.token_hash == bindparam("provider_hash"))

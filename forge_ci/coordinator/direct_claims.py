@@ -6,7 +6,9 @@ connection, and the caller runs that path)::
 
     1 look     provider (FOR KEY SHARE) + replay? + waiting out a cancellation? + token reused?
                + every (repository, label set) with queued jobs in scope, with its fairness
-               keys (last claim, oldest entry)              ─ one SELECT, also the SQLite pre-check
+               keys (last claim, oldest entry)              ─ one SELECT; on SQLite made
+               before the write lock (empty polls never queue for it) and not again under
+               it when no other connection committed in between
     [touch]    the provider's contact time, at most every 10 s
     2 take     the oldest head of the first candidate's label sets, with its job, run, the
                requester's user row and membership; on PostgreSQL of the first candidate in
@@ -36,6 +38,7 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import groupby
@@ -126,11 +129,9 @@ def look(
     token: str,
     request: ClaimRequest,
     digest: str,
-    fairness: bool = True,
 ) -> Look | None:
-    """The first statement; None when the credential is not a valid provider's. Without
-    ``fairness`` the candidates are found but not ordered (the pre-check)."""
-    rows = sql.prepared(connection, sql.look_statement, fairness).rows(
+    """The first statement; None when the credential is not a valid provider's."""
+    rows = sql.prepared(connection, sql.look_statement).rows(
         cursor,
         {"provider_hash": token_hash(token), "request_id": request.request_id, "digest": digest},
     )
@@ -155,9 +156,6 @@ def look(
             continue
         if not key_labels(row.labels) <= seen.labels:
             continue
-        if not fairness:
-            found.setdefault(row.repository_id, Candidate(row.repository_id, False))
-            continue
         candidate = found.setdefault(
             row.repository_id,
             Candidate(row.repository_id, bool(row.has_row), served=row.served or EPOCH),
@@ -172,34 +170,53 @@ def look(
     return seen
 
 
-def nothing_to_claim(
-    session: Session, token: str | None, request: ClaimRequest, now: datetime, digest: str
-) -> bool | None:
-    """The SQLite pre-check (read-only, one statement): True when a claim would certainly
-    find nothing, so empty polls never queue for the write lock; None when the credential is
-    not a valid provider's (the caller authenticates it, in a read-only session, to say why).
+@dataclass
+class EarlyLook:
+    """SQLite: the look made before the write lock, so that empty polls never queue for it, on
+    the connection the claim then takes the lock on. Still true under the lock when no other
+    connection committed in between: ``PRAGMA data_version`` on this connection changes exactly
+    when another one commits, so the claim then skips its own look."""
 
-    ``session`` is a writer's, never begun: the look runs in a deferred (reading) transaction
-    on a connection of its engine, whose page cache the claims' own writes keep warm (on a
-    reader's connection every page another connection wrote since is read again: the look
-    cost about 1.6x as much there).
-    """
-    if token is None:
-        return None
+    connection: Connection
+    #: None: the credential is not a valid provider's.
+    seen: Look | None
+    version: int
+
+    def nothing_to_claim(self, now: datetime) -> bool | None:
+        """True when a claim would certainly find nothing; None for an invalid credential
+        (the caller authenticates it, in a read-only session, to say why)."""
+        seen = self.seen
+        if seen is None:
+            return None
+        if seen.unusual or seen.contact_due(now):
+            return False
+        if seen.state != "active":
+            return True
+        return not seen.waiting and not seen.candidates
+
+    def still_true(self, cursor: Any) -> Look | None:
+        """The look, when nothing was committed since it (call in the write transaction)."""
+        (version,) = cursor.execute("PRAGMA data_version").fetchone()
+        return self.seen if version == self.version else None
+
+
+@contextmanager
+def early_look(
+    session: Session, token: str, request: ClaimRequest, digest: str
+) -> Iterator[EarlyLook]:
+    """The SQLite look before the write lock (one statement, in a deferred transaction that
+    takes no lock), on a connection of the session's writer engine held until the block ends:
+    the claim's own transaction runs on it (see :func:`claim_direct`). On a reader's connection
+    every page another connection wrote since is read again (the look cost about 1.6x)."""
     with _connect(session) as connection:
         cursor = cursor_of(connection)
         cursor.execute("BEGIN")  # deferred: takes no lock, and the look only reads
         try:
-            seen = look(connection, cursor, token, request, digest, False)
+            seen = look(connection, cursor, token, request, digest)
+            (version,) = cursor.execute("PRAGMA data_version").fetchone()
         finally:
             connection.connection.rollback()
-    if seen is None:
-        return None
-    if seen.unusual or seen.contact_due(now):
-        return False
-    if seen.state != "active":
-        return True
-    return not seen.waiting and not seen.candidates
+        yield EarlyLook(connection, seen, version)
 
 
 def _connect(session: Session) -> Connection:
@@ -253,6 +270,7 @@ def claim_direct(
     lease: timedelta,
     issued: IssuedTokens | None = None,
     wait_for: int | None = None,
+    early: EarlyLook | None = None,
 ) -> ClaimOutcome | _Unhandled:
     """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide
     in ``session``, which this leaves untouched). The transaction is a Core connection of the
@@ -260,15 +278,17 @@ def claim_direct(
     machinery cost about as much as the statements. ``issued``: the fresh token's derived
     values, computed before the transaction (else here). ``wait_for`` (PostgreSQL, a later
     round of one claim): a repository that was busy, whose lock this transaction waits for
-    first."""
+    first. ``early`` (SQLite): the look before the lock, whose connection this transaction
+    uses, and whose rows it uses when they are still true."""
     if token is None:
         return UNHANDLED
     issued = issued or IssuedTokens.of(request.attempt_token)
-    with _connect(session) as connection:
+    with nullcontext(early.connection) if early else _connect(session) as connection:
         connection.begin()
         claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
+        seen = early.still_true(claim.cursor) if early else None
         try:
-            outcome = _claim(claim, token, wait_for)
+            outcome = _claim(claim, token, wait_for, seen)
         finally:
             if claim._orm is not None:
                 claim._orm.close()
@@ -279,9 +299,14 @@ def claim_direct(
         return outcome
 
 
-def _claim(claim: _Claim, token: str, wait_for: int | None) -> ClaimOutcome | _Unhandled:
+def _claim(
+    claim: _Claim, token: str, wait_for: int | None, seen: Look | None
+) -> ClaimOutcome | _Unhandled:
+    """The claim in ``claim``'s transaction; ``seen``: the look, when one made before the lock
+    is still true (else it is made here)."""
     connection, request, now = claim.connection, claim.request, claim.now
-    seen = look(connection, claim.cursor, token, request, claim.issued.digest)
+    if seen is None:
+        seen = look(connection, claim.cursor, token, request, claim.issued.digest)
     if seen is None or seen.unusual:
         return UNHANDLED
     _touch(connection, claim.cursor, seen, now, request.egress_policy)

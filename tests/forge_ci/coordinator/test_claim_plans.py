@@ -29,7 +29,7 @@ def test_the_look_finds_waiting_attempts_by_their_partial_index(world: World) ->
     a partial index unasked here, and no hint is needed (nor rendered: SQLite's compiler drops
     table hints)."""
     with world.database.engine.connect() as connection:
-        look = Prepared(sql.look_statement(True), connection.dialect)
+        look = Prepared(sql.look_statement(), connection.dialect)
         plan = connection.exec_driver_sql(
             "EXPLAIN QUERY PLAN " + look.sql, look.parameters(LOOK_VALUES)
         ).all()
