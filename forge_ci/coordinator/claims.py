@@ -32,7 +32,7 @@ import fcntl
 import os
 import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -395,7 +395,7 @@ def claim_once(
 
 
 @contextmanager
-def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
+def _sqlite_claim_lock(lock_dir: Path | None) -> Iterator[None]:
     """SQLite only: claimers wait in the kernel's queue for one file lock.
 
     SQLite's busy handler polls with growing sleeps, so with dozens of claimers competing for
@@ -403,7 +403,7 @@ def _sqlite_claim_lock(lock_dir: Path | None, sqlite: bool) -> Iterator[None]:
     blocking ``flock`` wakes waiters when the lock is released instead. Claim transactions are
     short, and the kernel releases the lock of a process that dies.
     """
-    if lock_dir is None or not sqlite:
+    if lock_dir is None:
         yield
         return
     # Opened per claim: flock excludes open files, not processes (threads of one process
@@ -448,10 +448,10 @@ def claim(
 ) -> Assignment | None:
     """Claim once (no waiting) and commit; see :func:`claim_once` for the rules.
 
-    ``sessions`` yields a fresh session per transaction (``Database.session``). The first
-    round takes the direct path (:mod:`.direct_claims`); what it leaves, and every later round,
-    the ORM path. On SQLite a look in a deferred (read) transaction first answers empty polls
-    without taking the write lock. Two identical retries racing each other: the loser's insert
+    ``sessions`` yields a fresh session per transaction (``Database.session``). Each round
+    takes the direct path (:mod:`.direct_claims`), and what it leaves the ORM path. On SQLite
+    a look in a deferred (read) transaction first answers empty polls without taking the
+    write lock. Two identical retries racing each other: the loser's insert
     fails and its next round replays the winner's attempt. PostgreSQL: when every candidate
     repository was busy, the next round waits for one of them. SQLite: claim transactions
     queue on a file lock in ``lock_dir``.
@@ -459,31 +459,48 @@ def claim(
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.
     issued = IssuedTokens.of(request.attempt_token)
-    with sessions() as session:
-        sqlite = is_sqlite(session)
-        # SQLite has one writer at a time: answer empty polls without asking for the lock.
-        nothing = sqlite and direct_claims.nothing_to_claim(
-            session, token, request, clock(), issued.digest
-        )
-    if nothing is None:
-        with sessions(read_only=True) as session:
-            authenticate_provider(session, token)  # raises: not a valid provider credential
-        nothing = False
-    if nothing:
-        return None
+    with ExitStack() as stack:
+        early: direct_claims.EarlyLook | None = None
+        nothing: bool | None = False
+        with sessions() as session:
+            sqlite = is_sqlite(session)
+            if sqlite:
+                # SQLite has one writer at a time: answer empty polls without asking for the
+                # lock (and keep the look for the claim, while it is true).
+                nothing = None
+                if token is not None:
+                    look = direct_claims.early_look(session, token, request, issued.digest)
+                    early = stack.enter_context(look)
+                    nothing = early.nothing_to_claim(clock())
+        if nothing is None:
+            with sessions(read_only=True) as session:
+                authenticate_provider(session, token)  # raises: not a valid provider credential
+            nothing = False
+        if nothing:
+            return None
+        sqlite_lock = lock_dir if sqlite else None
+        return _rounds(sessions, token, request, source, clock, sqlite_lock, lease, issued, early)
+
+
+def _rounds(
+    sessions: SessionScope,
+    token: str | None,
+    request: ClaimRequest,
+    source: secrets.SecretSource,
+    clock: Callable[[], datetime],
+    sqlite_lock: Path | None,
+    lease: timedelta,
+    issued: IssuedTokens,
+    early: direct_claims.EarlyLook | None,
+) -> Assignment | None:
+    """The claim's transactions (see :func:`claim`): ``sqlite_lock``, the folder of the claims'
+    file lock (SQLite); ``early``, the SQLite look before the lock, for the first one."""
     wait_for: int | None = None
-    for round_number in range(MAX_ROUNDS):
-        with _sqlite_claim_lock(lock_dir, sqlite), sessions() as session:
+    for _ in range(MAX_ROUNDS):
+        with _sqlite_claim_lock(sqlite_lock), sessions() as session:
             try:
                 outcome = _claim_round(
-                    session,
-                    token,
-                    request,
-                    clock(),
-                    source,
-                    wait_for,
-                    lease,
-                    issued if round_number == 0 else None,
+                    session, token, request, clock(), source, wait_for, lease, issued, early
                 )
                 session.commit()
             except ClaimConflict:
@@ -496,7 +513,9 @@ def claim(
                 if not _lost_race(error):
                     raise
                 wait_for = None
+                early = None  # the first round's only
                 continue
+        early = None
         if outcome.assignment is not None or not outcome.busy_repositories:
             return outcome.assignment
         # Any busy repository, not the first: claimers that all saw the same order would
@@ -513,16 +532,19 @@ def _claim_round(
     source: secrets.SecretSource,
     wait_for: int | None,
     lease: timedelta,
-    direct: IssuedTokens | None,
+    issued: IssuedTokens,
+    early: direct_claims.EarlyLook | None = None,
 ) -> ClaimOutcome:
-    """One claim transaction: the direct path first when ``direct`` (the fresh token's derived
-    values) is given, else (or when it leaves the claim) the ORM path, in ``session``."""
-    if direct is not None:
-        # Its own transaction (committed, or rolled back when it leaves the claim).
-        outcome = direct_claims.claim_direct(session, token, request, now, source, lease, direct)
-        if outcome is not direct_claims.UNHANDLED:
-            assert isinstance(outcome, ClaimOutcome)
-            return outcome
+    """One claim transaction: the direct path first, and when it leaves the claim the ORM path,
+    in ``session``. ``issued``: the fresh token's derived values; ``early``: see
+    :func:`.direct_claims.claim_direct`."""
+    # Its own transaction (committed, or rolled back when it leaves the claim).
+    outcome = direct_claims.claim_direct(
+        session, token, request, now, source, lease, issued, wait_for, early
+    )
+    if outcome is not direct_claims.UNHANDLED:
+        assert isinstance(outcome, ClaimOutcome)
+        return outcome
     return claim_once(
         session, token, request, now, source, wait_for_repository=wait_for, lease=lease
     )

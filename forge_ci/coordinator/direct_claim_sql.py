@@ -12,8 +12,10 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Integer,
     String,
     and_,
+    any_,
     bindparam,
     cast,
     delete,
@@ -23,9 +25,11 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    true,
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from forge_ci import states
@@ -50,9 +54,8 @@ from forge_ci.models.queue import leave_statements
 
 
 @cache
-def look_statement(fairness: bool = True) -> Any:
-    """The look; without ``fairness`` (the SQLite pre-check, which only asks whether there is
-    anything to claim) it leaves out each candidate's fairness keys and lock row."""
+def look_statement() -> Any:
+    """The look (also the SQLite pre-check, whose rows the claim uses while they are true)."""
     p = table_of(Provider)
     other = table_of(Provider).alias("other_providers")
     a = table_of(Attempt)
@@ -126,15 +129,9 @@ def look_statement(fairness: bool = True) -> Any:
             counts.c.repository_id,
             counts.c.labels,
             head(entries.c.job_id).label("head_id"),
-            *(
-                (
-                    served.label("served"),
-                    head(entries.c.queued_at).label("head_at"),
-                    has_row.exists().label("has_row"),
-                )
-                if fairness
-                else ()
-            ),
+            served.label("served"),
+            head(entries.c.queued_at).label("head_at"),
+            has_row.exists().label("has_row"),
         )
         .select_from(scoped)
         .where(p.c.token_hash == bindparam("provider_hash"))
@@ -203,20 +200,67 @@ def _plan_entry(dialect: str) -> Any:
     return type_coerce(entry, JSON).label("plan_job")
 
 
+def _reserved_id() -> Any:
+    """PostgreSQL: the id the attempt will have, taken from its sequence by the take, so that
+    the attempt and its steps are inserted in one statement (an unused one is a gap)."""
+    sequence = func.pg_get_serial_sequence(literal("attempts"), literal("id"))
+    return func.nextval(sequence).label("reserved_id")
+
+
 def take_statement(dialect: str, labels: int, locking: bool = False) -> Any:
     """The take of ``labels`` label sets; ``locking`` (PostgreSQL): also the repository's
     scheduling row, ``FOR UPDATE SKIP LOCKED``, in the same round trip (no row: busy, or
-    nothing queued any more)."""
-    statement = _take(dialect, labels)
+    nothing queued any more). On PostgreSQL the row also holds the attempt's reserved id."""
+    counts = table_of(QueueCount)
+    statement = _take(
+        dialect,
+        counts.c.repository_id == bindparam("repository_id"),
+        counts.c.labels.in_([bindparam(f"labels_{i}") for i in range(labels)]),
+    )
+    if dialect == "postgresql":
+        statement = statement.add_columns(_reserved_id())
     if not locking:
         return statement
     sequences = table_of(RunSequence)
     return statement.join(
-        sequences, sequences.c.repository_id == table_of(QueueCount).c.repository_id
+        sequences, sequences.c.repository_id == counts.c.repository_id
     ).with_for_update(of=sequences, skip_locked=True)
 
 
-def _take(dialect: str, labels: int) -> Any:
+def first_free_take_statement() -> Any:
+    """PostgreSQL: the take from the first of several repositories (``repositories``, an array
+    in fairness order) whose scheduling row no other claimer holds, and that row locked, in one
+    round trip: each repository's head is found by index seeks, then the rows are locked in
+    that order ``SKIP LOCKED`` until one is had. ``label_keys``: the label sets the provider
+    may take (the same for every repository). The row names the repository it took from and
+    holds the attempt's reserved id; no row: each was busy or has nothing queued any more."""
+    counts, sequences = table_of(QueueCount), table_of(RunSequence)
+    wanted = (
+        func.unnest(bindparam("repositories", type_=ARRAY(Integer)))
+        .table_valued("repository_id", with_ordinality="ord")
+        .render_derived("wanted")
+    )
+    taken = _take(
+        "postgresql",
+        counts.c.repository_id == wanted.c.repository_id,
+        counts.c.labels == any_(bindparam("label_keys", type_=ARRAY(counts.c.labels.type))),
+    ).lateral("taken")
+    return (
+        select(*taken.c, _reserved_id())
+        .select_from(
+            wanted.join(sequences, sequences.c.repository_id == wanted.c.repository_id).join(
+                taken, true()
+            )
+        )
+        .order_by(wanted.c.ord)
+        .limit(1)
+        .with_for_update(of=sequences, skip_locked=True)
+    )
+
+
+def _take(dialect: str, repository: Any, labels: Any) -> Any:
+    """The oldest head of the label sets ``labels`` selects, in the repository ``repository``
+    selects (clauses on ``job_queue_counts``)."""
     jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
     users, memberships, attempts = table_of(User), table_of(Membership), table_of(Attempt)
     counts, others = table_of(QueueCount), table_of(QueuedJob).alias("heads")
@@ -250,6 +294,7 @@ def _take(dialect: str, labels: int) -> Any:
             memberships.c.role,
             last_number.label("last_number"),
             entries.c.labels.label("queue_labels"),
+            counts.c.repository_id.label("queue_repository"),
         )
         .select_from(counts)
         .join(entries, entries.c.job_id == head)
@@ -264,11 +309,7 @@ def _take(dialect: str, labels: int) -> Any:
                 memberships.c.user_id == runs.c.requested_by_id,
             ),
         )
-        .where(
-            counts.c.repository_id == bindparam("repository_id"),
-            counts.c.labels.in_([bindparam(f"labels_{i}") for i in range(labels)]),
-            counts.c.queued > 0,
-        )
+        .where(repository, labels, counts.c.queued > 0)
         .order_by(entries.c.queued_at, entries.c.job_id)
         .limit(1)
     )
@@ -305,8 +346,9 @@ def start_statement(run_queued: bool) -> Any:
     """PostgreSQL: the claim's writes in one round trip, as data-modifying CTEs: the job moves
     queued -> running (``move_job``), its queue entry goes and its count drops (as
     ``models.queue.leave_queue``), the run moves when ``run_queued`` (``move_run``), and the
-    attempt is inserted ``RETURNING id``, each only if the job moved (no row: it had left the
-    queue, and the caller rolls back)."""
+    attempt (with its reserved ``id``) and its steps (the arrays ``step_positions``,
+    ``step_ids`` and ``step_names``) are inserted, each only if the job moved; the attempt's
+    id is returned (no row: the job had left the queue, and nothing was written)."""
     jobs, runs, attempts = table_of(Job), table_of(Run), table_of(Attempt)
     entries, counts = table_of(QueuedJob), table_of(QueueCount)
     moved = move_job().returning(jobs.c.id).cte("moved")
@@ -328,14 +370,40 @@ def start_statement(run_queued: bool) -> Any:
         ctes.append(
             move_run().where(select(moved.c.id).exists()).returning(runs.c.id).cte("run_moved")
         )
-    values = column_values(attempts, CLAIMED_COLUMNS)
+    values = column_values(attempts, ("id", *CLAIMED_COLUMNS))
     values["job_id"] = moved.c.id
-    return (
+    inserted = (
         insert(attempts)
         .from_select(list(values), select(*values.values()).select_from(moved))
         .returning(attempts.c.id)
-        .add_cte(*ctes)
+        .cte("new_attempt")
     )
+    ctes.append(_steps_of(inserted))
+    return select(inserted.c.id).add_cte(*ctes)
+
+
+def _steps_of(inserted: Any) -> Any:
+    """The CTE inserting the steps of the attempt ``inserted`` returns, from bound arrays."""
+    steps = table_of(AttemptStep)
+    planned = (
+        func.unnest(
+            bindparam("step_positions", type_=ARRAY(Integer)),
+            bindparam("step_ids", type_=ARRAY(steps.c.step_id.type)),
+            bindparam("step_names", type_=ARRAY(steps.c.name.type)),
+        )
+        .table_valued("position", "step_id", "name")
+        .render_derived("planned")
+    )
+    values = column_values(steps, STEP_COLUMNS)
+    values.update(
+        attempt_id=inserted.c.id,
+        position=planned.c.position,
+        step_id=planned.c.step_id,
+        name=planned.c.name,
+        state=literal(states.PENDING, steps.c.state.type),
+    )
+    chosen = select(*values.values()).select_from(inserted.join(planned, true()))
+    return insert(steps).from_select(list(values), chosen).cte("new_steps")
 
 
 def leave_statement(index: int) -> Any:

@@ -6,12 +6,16 @@ connection, and the caller runs that path)::
 
     1 look     provider (FOR KEY SHARE) + replay? + waiting out a cancellation? + token reused?
                + every (repository, label set) with queued jobs in scope, with its fairness
-               keys (last claim, oldest entry)              ─ one SELECT, also the SQLite pre-check
+               keys (last claim, oldest entry)              ─ one SELECT; on SQLite made
+               before the write lock (empty polls never queue for it) and not again under
+               it when no other connection committed in between
     [touch]    the provider's contact time, at most every 10 s
-    2 take     the oldest head of the chosen repository's label sets, with its job, run,
-               the requester's user row and membership, and on PostgreSQL the repository's
-               scheduling row FOR UPDATE SKIP LOCKED          ─ one SELECT (index seeks)
-    [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again
+    2 take     the oldest head of the first candidate's label sets, with its job, run, the
+               requester's user row and membership; on PostgreSQL of the first candidate in
+               fairness order whose scheduling row no other claimer holds, that row locked
+               FOR UPDATE SKIP LOCKED                          ─ one SELECT (index seeks)
+    [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again (a later
+               round of the claim waits for the lock it was told of first)
     3 start    job queued -> running, run queued -> running (the state table decides both),
                the queue entry and its count, the attempt (RETURNING id) ─ PostgreSQL: one
                statement of data-modifying CTEs, sent with 4 in one round trip (pipeline);
@@ -24,16 +28,20 @@ cursor (:mod:`.driver_sql`), in a Core connection's transaction rather than the 
 
 Left to the ORM path: a replay, a reused attempt token, a provider waiting out its own
 cancellation, a credential that is not valid (it raises the error), a requester who may no
-longer run code (the job is cancelled there) and a job whose secrets cannot be given (it fails
-there), a job that left the queue under our feet, and later rounds of one claim.
+longer run code (the job is cancelled there), a job whose secrets cannot be given (it fails
+there), and a job that left the queue under our feet (on PostgreSQL, when that happens after
+the take took the lock, the take is made again first).
 """
 
 from __future__ import annotations
 
 import enum
 import random
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection, Engine
@@ -75,7 +83,14 @@ class _Unhandled(enum.Enum):
     UNHANDLED = 0
 
 
+class _Left(enum.Enum):
+    """The taken job was no longer queued when it was to move (nothing was written)."""
+
+    LEFT_QUEUE = 0
+
+
 UNHANDLED = _Unhandled.UNHANDLED
+_LEFT_QUEUE = _Left.LEFT_QUEUE
 
 
 @dataclass
@@ -114,11 +129,9 @@ def look(
     token: str,
     request: ClaimRequest,
     digest: str,
-    fairness: bool = True,
 ) -> Look | None:
-    """The first statement; None when the credential is not a valid provider's. Without
-    ``fairness`` the candidates are found but not ordered (the pre-check)."""
-    rows = sql.prepared(connection, sql.look_statement, fairness).rows(
+    """The first statement; None when the credential is not a valid provider's."""
+    rows = sql.prepared(connection, sql.look_statement).rows(
         cursor,
         {"provider_hash": token_hash(token), "request_id": request.request_id, "digest": digest},
     )
@@ -143,9 +156,6 @@ def look(
             continue
         if not key_labels(row.labels) <= seen.labels:
             continue
-        if not fairness:
-            found.setdefault(row.repository_id, Candidate(row.repository_id, False))
-            continue
         candidate = found.setdefault(
             row.repository_id,
             Candidate(row.repository_id, bool(row.has_row), served=row.served or EPOCH),
@@ -160,34 +170,53 @@ def look(
     return seen
 
 
-def nothing_to_claim(
-    session: Session, token: str | None, request: ClaimRequest, now: datetime, digest: str
-) -> bool | None:
-    """The SQLite pre-check (read-only, one statement): True when a claim would certainly
-    find nothing, so empty polls never queue for the write lock; None when the credential is
-    not a valid provider's (the caller authenticates it, in a read-only session, to say why).
+@dataclass
+class EarlyLook:
+    """SQLite: the look made before the write lock, so that empty polls never queue for it, on
+    the connection the claim then takes the lock on. Still true under the lock when no other
+    connection committed in between: ``PRAGMA data_version`` on this connection changes exactly
+    when another one commits, so the claim then skips its own look."""
 
-    ``session`` is a writer's, never begun: the look runs in a deferred (reading) transaction
-    on a connection of its engine, whose page cache the claims' own writes keep warm (on a
-    reader's connection every page another connection wrote since is read again: the look
-    cost about 1.6x as much there).
-    """
-    if token is None:
-        return None
+    connection: Connection
+    #: None: the credential is not a valid provider's.
+    seen: Look | None
+    version: int
+
+    def nothing_to_claim(self, now: datetime) -> bool | None:
+        """True when a claim would certainly find nothing; None for an invalid credential
+        (the caller authenticates it, in a read-only session, to say why)."""
+        seen = self.seen
+        if seen is None:
+            return None
+        if seen.unusual or seen.contact_due(now):
+            return False
+        if seen.state != "active":
+            return True
+        return not seen.waiting and not seen.candidates
+
+    def still_true(self, cursor: Any) -> Look | None:
+        """The look, when nothing was committed since it (call in the write transaction)."""
+        (version,) = cursor.execute("PRAGMA data_version").fetchone()
+        return self.seen if version == self.version else None
+
+
+@contextmanager
+def early_look(
+    session: Session, token: str, request: ClaimRequest, digest: str
+) -> Iterator[EarlyLook]:
+    """The SQLite look before the write lock (one statement, in a deferred transaction that
+    takes no lock), on a connection of the session's writer engine held until the block ends:
+    the claim's own transaction runs on it (see :func:`claim_direct`). On a reader's connection
+    every page another connection wrote since is read again (the look cost about 1.6x)."""
     with _connect(session) as connection:
         cursor = cursor_of(connection)
         cursor.execute("BEGIN")  # deferred: takes no lock, and the look only reads
         try:
-            seen = look(connection, cursor, token, request, digest, False)
+            seen = look(connection, cursor, token, request, digest)
+            (version,) = cursor.execute("PRAGMA data_version").fetchone()
         finally:
             connection.connection.rollback()
-    if seen is None:
-        return None
-    if seen.unusual or seen.contact_due(now):
-        return False
-    if seen.state != "active":
-        return True
-    return not seen.waiting and not seen.candidates
+        yield EarlyLook(connection, seen, version)
 
 
 def _connect(session: Session) -> Connection:
@@ -240,20 +269,26 @@ def claim_direct(
     source: secrets.SecretSource,
     lease: timedelta,
     issued: IssuedTokens | None = None,
+    wait_for: int | None = None,
+    early: EarlyLook | None = None,
 ) -> ClaimOutcome | _Unhandled:
     """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide
     in ``session``, which this leaves untouched). The transaction is a Core connection of the
     session's writer engine (``BEGIN IMMEDIATE`` on SQLite), not the session's own: its
     machinery cost about as much as the statements. ``issued``: the fresh token's derived
-    values, computed before the transaction (else here)."""
+    values, computed before the transaction (else here). ``wait_for`` (PostgreSQL, a later
+    round of one claim): a repository that was busy, whose lock this transaction waits for
+    first. ``early`` (SQLite): the look before the lock, whose connection this transaction
+    uses, and whose rows it uses when they are still true."""
     if token is None:
         return UNHANDLED
     issued = issued or IssuedTokens.of(request.attempt_token)
-    with _connect(session) as connection:
+    with nullcontext(early.connection) if early else _connect(session) as connection:
         connection.begin()
         claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
+        seen = early.still_true(claim.cursor) if early else None
         try:
-            outcome = _claim(claim, token)
+            outcome = _claim(claim, token, wait_for, seen)
         finally:
             if claim._orm is not None:
                 claim._orm.close()
@@ -264,9 +299,14 @@ def claim_direct(
         return outcome
 
 
-def _claim(claim: _Claim, token: str) -> ClaimOutcome | _Unhandled:
+def _claim(
+    claim: _Claim, token: str, wait_for: int | None, seen: Look | None
+) -> ClaimOutcome | _Unhandled:
+    """The claim in ``claim``'s transaction; ``seen``: the look, when one made before the lock
+    is still true (else it is made here)."""
     connection, request, now = claim.connection, claim.request, claim.now
-    seen = look(connection, claim.cursor, token, request, claim.issued.digest)
+    if seen is None:
+        seen = look(connection, claim.cursor, token, request, claim.issued.digest)
     if seen is None or seen.unusual:
         return UNHANDLED
     _touch(connection, claim.cursor, seen, now, request.egress_policy)
@@ -275,24 +315,30 @@ def _claim(claim: _Claim, token: str) -> ClaimOutcome | _Unhandled:
     if seen.waiting:
         return UNHANDLED
     postgres = connection.dialect.name == "postgresql"
+    holding = False
+    if wait_for is not None and postgres:
+        # A later round: the one lock this transaction waits for (it holds none yet).
+        _wait_for(claim, wait_for)
+        holding = True
     busy: list[Candidate] = []
-    for candidate in seen.candidates:
-        # PostgreSQL: the take also locks the repository's scheduling row (skipping it when
-        # another claimer holds it); a repository without one has nothing to lock.
-        locking = postgres and candidate.has_row
-        taken = _take_from(claim, seen, candidate, locking)
-        if taken is not None:
-            return taken if taken is UNHANDLED else ClaimOutcome(taken)
-        if locking:
-            # Locked by another claimer, or emptied since the look (rare: then the wait
-            # below finds nothing, as it would after any other claimer emptied it).
-            busy.append(candidate)
-    if busy:
+    for lockable, group in _groups(seen.candidates, postgres):
+        if lockable:
+            # PostgreSQL: the first of these repositories no other claimer holds, locked.
+            taken = _take_first_free(claim, seen, group)
+            if taken is not None:
+                return taken if taken is UNHANDLED else ClaimOutcome(taken)
+            # Each was locked by another claimer, or emptied since the look (rare: then the
+            # wait below finds nothing, as it would after any other claimer emptied it).
+            busy.extend(group)
+            continue
+        for candidate in group:
+            taken = _take_from(claim, seen, candidate)
+            if taken is not None:
+                return taken if taken is UNHANDLED else ClaimOutcome(taken)
+    if busy and not holding:
         # As the ORM path: wait for one busy repository, holding no other repository lock.
         chosen = random.choice(busy)
-        sql.prepared(connection, sql.wait_statement).execute(
-            claim.cursor, {"repository_id": chosen.repository_id}
-        ).fetchall()
+        _wait_for(claim, chosen.repository_id)
         taken = _take_from(claim, seen, chosen)
         if taken is not None:
             return taken if taken is UNHANDLED else ClaimOutcome(taken)
@@ -300,25 +346,60 @@ def _claim(claim: _Claim, token: str) -> ClaimOutcome | _Unhandled:
     return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
 
 
-def _take_from(
-    claim: _Claim, seen: Look, candidate: Candidate, locking: bool = False
+def _groups(candidates: list[Candidate], postgres: bool) -> Iterator[tuple[bool, list[Candidate]]]:
+    """The candidates in fairness order, in runs of those whose take locks the repository's
+    scheduling row (PostgreSQL, a repository with one) and of those whose does not."""
+    for lockable, group in groupby(candidates, key=lambda c: postgres and c.has_row):
+        yield lockable, list(group)
+
+
+def _wait_for(claim: _Claim, repository_id: int) -> None:
+    """PostgreSQL: wait for the repository's scheduling row and lock it."""
+    statement = sql.prepared(claim.connection, sql.wait_statement)
+    statement.execute(claim.cursor, {"repository_id": repository_id}).fetchall()
+
+
+def _take_first_free(
+    claim: _Claim, seen: Look, group: list[Candidate]
 ) -> Assignment | _Unhandled | None:
+    """The oldest queued job of the first repository of ``group`` that no other claimer holds
+    leased (its lock taken in the same statement), UNHANDLED, or None (every one was busy or
+    had nothing queued)."""
+    keys = sorted({key for candidate in group for key in candidate.label_keys})
+    row = sql.prepared(claim.connection, sql.first_free_take_statement).first(
+        claim.cursor,
+        {"repositories": [candidate.repository_id for candidate in group], "label_keys": keys},
+    )
+    if row is None:
+        return None
+    leased = _lease(claim, seen, row)
+    if leased is not _LEFT_QUEUE:
+        return leased
+    # The statement's snapshot predates the lock: a claimer that committed in between took
+    # that job. This transaction holds the lock now, so a new take sees every such claim.
+    chosen = next(c for c in group if c.repository_id == row.queue_repository)
+    return _take_from(claim, seen, chosen)
+
+
+def _take_from(claim: _Claim, seen: Look, candidate: Candidate) -> Assignment | _Unhandled | None:
     """The oldest queued job of the candidate's label sets leased, UNHANDLED, or None (their
-    queues are empty; ``locking``: or the repository is another claimer's)."""
+    queues are empty). Takes no lock: the repository has no scheduling row, or this
+    transaction holds it."""
     connection = claim.connection
     keys = candidate.label_keys
-    statement = sql.prepared(
-        connection, sql.take_statement, connection.dialect.name, len(keys), locking
-    )
+    statement = sql.prepared(connection, sql.take_statement, connection.dialect.name, len(keys))
     parameters: dict[str, Any] = {f"labels_{i}": key for i, key in enumerate(keys)}
     parameters["repository_id"] = candidate.repository_id
     row = statement.first(claim.cursor, parameters)
     if row is None:
         return None
-    return _lease(claim, seen, row)
+    leased = _lease(claim, seen, row)
+    return UNHANDLED if leased is _LEFT_QUEUE else leased
 
 
-def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
+def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Left:
+    """The taken row's job leased; UNHANDLED (the ORM path decides), or _LEFT_QUEUE (the job
+    is no longer queued: the take's snapshot predates another claim's commit)."""
     run = TakenRun(**{name: getattr(row, f"run_{name}") for name in sql.RUN_COLUMNS})
     job = TakenJob(
         **{name: getattr(row, f"job_{name}") for name in sql.JOB_COLUMNS}, plan_job=row.plan_job
@@ -350,36 +431,62 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled:
         issued=claim.issued,
     )
     values = {name: getattr(attempt, name) for name in CLAIMED_COLUMNS}
-    started = _start(claim, job.id, run, row.queue_labels, values)
-    if started is None:
-        return UNHANDLED  # the job left the queue under our feet
-    attempt.id, variables = started
+    reserved = getattr(row, "reserved_id", None)
+    if reserved is None:
+        # SQLite: the attempt's id comes from its insert, then the steps are inserted.
+        started = _start(claim, job.id, run, row.queue_labels, values)
+        if started is None:
+            return _LEFT_QUEUE
+        attempt.id, variables = started
+        assignment = build_assignment(
+            claim.session(), attempt, job, run, now, claim.request.attempt_token, variables
+        )
+        steps = step_rows(attempt.id, plan_job, assignment)
+        if steps:
+            sql.prepared(connection, sql.insert_step).execute_many(cursor, steps)
+        return assignment
+    # PostgreSQL: the id was reserved by the take, so the assignment (but for the variables,
+    # read with the writes) and its steps are known before the writes, which insert them too.
+    attempt.id = reserved
     assignment = build_assignment(
-        claim.session(), attempt, job, run, now, claim.request.attempt_token, variables
+        claim.session(), attempt, job, run, now, claim.request.attempt_token, {}
     )
     steps = step_rows(attempt.id, plan_job, assignment)
-    if steps:
-        sql.prepared(connection, sql.insert_step).execute_many(cursor, steps)
-    return assignment
+    started = _start(claim, job.id, run, row.queue_labels, {**values, "id": reserved}, steps)
+    if started is None:
+        return _LEFT_QUEUE
+    return replace(assignment, contexts={**assignment.contexts, "vars": started[1]})
 
 
 def _start(
-    claim: _Claim, job_id: int, run: TakenRun, labels: str, values: dict[str, Any]
+    claim: _Claim,
+    job_id: int,
+    run: TakenRun,
+    labels: str,
+    values: dict[str, Any],
+    steps: list[dict[str, Any]] | None = None,
 ) -> tuple[int, dict[str, str]] | None:
     """The claim's writes: the job (and a queued run) moved to running, its queue entry gone
     and count dropped, the attempt inserted; and the ``vars`` context read. The attempt's id
-    and the variables, or None when the job was no longer queued. PostgreSQL: the writes in
-    one statement (``start_statement``), sent with the read in one round trip; SQLite, where
-    a statement costs no round trip: one each, as ``models.queue.leave_queue``."""
+    and the variables, or None when the job was no longer queued. PostgreSQL: the writes,
+    with the attempt's ``steps``, in one statement (``start_statement``), sent with the read
+    in one round trip; SQLite, where a statement costs no round trip: one each, as
+    ``models.queue.leave_queue`` (the caller inserts the steps)."""
     connection, cursor, now = claim.connection, claim.cursor, claim.now
     _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
     read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
     run_queued = run.state == states.QUEUED
     moves = {"job_pk": job_id, "run_pk": run.id, "moved_at": now}
     if connection.dialect.name == "postgresql":
+        planned = steps or []
+        arrays = {
+            "step_positions": [step["position"] for step in planned],
+            "step_ids": [step["step_id"] for step in planned],
+            "step_names": [step["name"] for step in planned],
+        }
         start = sql.prepared(connection, sql.start_statement, run_queued)
         started, found = execute_together(
-            connection, [(start, {**values, **moves}), (read, parameters)]
+            connection, [(start, {**values, **moves, **arrays}), (read, parameters)]
         )
         attempt = started.fetchone()
         if attempt is None:

@@ -1,0 +1,178 @@
+"""PostgreSQL: a claim takes from the first repository no other claimer holds, in one take.
+
+Other claimers' repository locks are held for real by another transaction (the scheduling row
+``FOR UPDATE``, as a claim or a run transition holds it). On SQLite a claim holds the
+database's write lock from its first statement, so no repository is ever busy: the module runs
+on PostgreSQL alone (``db_kind`` narrowed below, not skipped).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from forge_ci.coordinator import claims, direct_claims
+from forge_ci.db import begin_write
+from forge_ci.models import Repository, RunSequence
+from tests.forge_ci.coordinator.world import Claimed, World, plan_job
+
+pytestmark = pytest.mark.parametrize("db_kind", ["postgres"])
+
+#: Long enough for a claim that should not wait to be done, short enough for a test.
+SETTLE = 10.0
+
+
+@contextmanager
+def held(world: World, repository: str) -> Iterator[Any]:
+    """The repository's scheduling row locked by another transaction until the block ends (or
+    the transaction, which the block is given, commits)."""
+    with world.session() as session:
+        begin_write(session)
+        repository_id = _repository_id(world, repository)
+        locked = session.scalar(
+            select(RunSequence.repository_id)
+            .where(RunSequence.repository_id == repository_id)
+            .with_for_update()
+        )
+        assert locked == repository_id
+        try:
+            yield session
+        finally:
+            session.rollback()
+
+
+def _repository_id(world: World, full_name: str) -> int:
+    name = full_name.split("/")[1]
+    with world.session(read_only=True) as session:
+        found = session.scalar(select(Repository.id).where(Repository.name == name))
+        assert found is not None
+        return found
+
+
+def _claim_in_thread(world: World) -> tuple[threading.Thread, list[Claimed | None]]:
+    result: list[Claimed | None] = []
+    thread = threading.Thread(target=lambda: result.append(world.claim()), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
+    calls: list[Any] = []
+    real = getattr(direct_claims, name)
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(direct_claims, name, counted)
+    return calls
+
+
+def _no_orm_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the ORM path decided a claim the direct path should have")
+
+    monkeypatch.setattr(claims, "claim_once", refuse)
+
+
+def test_a_held_repository_is_passed_over_in_the_same_take(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = world.queue_run(plan_job("a"))  # alice/app: the oldest job, first in fairness order
+    world.clock.advance(1)
+    second = world.queue_run(plan_job("b"), repository="bob/lib")
+    takes, single_takes = (
+        _counting(monkeypatch, "_take_first_free"),
+        _counting(monkeypatch, "_take_from"),
+    )
+    _no_orm_path(monkeypatch)
+    with held(world, "alice/app"):
+        thread, result = _claim_in_thread(world)
+        thread.join(SETTLE)
+        assert not thread.is_alive(), "the claim waited for a repository another claimer held"
+    claimed = result[0]
+    assert claimed is not None and claimed.assignment.run_id == second
+    assert (len(takes), len(single_takes)) == (1, 0)  # one statement skipped alice/app
+    # Once free, the held repository is first again: its job is the next one taken.
+    again = world.claim()
+    assert again is not None and again.assignment.run_id == first
+    assert world.claim() is None
+
+
+def test_with_every_repository_held_a_claim_waits_for_one_then_for_another(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = world.queue_run(plan_job("a"))
+    world.clock.advance(1)
+    second = world.queue_run(plan_job("b"), repository="bob/lib")
+    (bob_job,) = world.jobs_of(second)
+    # Which busy repository it waits for is random; here the last one, bob/lib.
+    monkeypatch.setattr(direct_claims.random, "choice", lambda options: options[-1])
+    _no_orm_path(monkeypatch)
+    with held(world, "alice/app"):
+        with held(world, "bob/lib") as bob:
+            thread, result = _claim_in_thread(world)
+            thread.join(0.5)
+            assert thread.is_alive(), "the claim answered while every repository was busy"
+            # bob/lib's holder takes its job and commits: the waiting claim finds it empty,
+            # and its next round (the direct path again) waits for alice/app.
+            _taken_elsewhere(bob, bob_job.id)
+            thread.join(0.5)
+            assert thread.is_alive(), "the claim gave up while alice/app still had work"
+            assert not result
+        # alice/app released: the claim takes its job.
+    thread.join(SETTLE)
+    assert not thread.is_alive()
+    claimed = result[0]
+    assert claimed is not None and claimed.assignment.run_id == first
+
+
+def test_a_job_gone_from_the_queue_after_the_lock_is_taken_again_not_left_to_the_orm(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The take's snapshot predates its lock, so a claim that committed in between can have
+    taken its job: the move then finds the job no longer queued. That moment cannot be hit on
+    purpose inside one statement; another transaction that takes the job the way a claim does
+    (job running, queue entry gone, count dropped) once the take has returned stands for it."""
+    run = world.queue_run(plan_job("a"), plan_job("b"))
+    jobs = world.jobs_of(run)
+    real_start = direct_claims._start
+    raced: list[int] = []
+
+    def start_after_a_race(claim: Any, job_id: int, *args: Any) -> Any:
+        if not raced:
+            raced.append(job_id)
+            world.in_session(lambda session: _taken_elsewhere(session, job_id))
+        return real_start(claim, job_id, *args)
+
+    monkeypatch.setattr(direct_claims, "_start", start_after_a_race)
+    _no_orm_path(monkeypatch)
+    claimed = world.claim()
+    assert raced == [jobs[0].id]
+    assert claimed is not None and claimed.assignment.job_id == jobs[1].id
+    assert world.job(jobs[1].id).state == "running"
+    assert world.claim() is None  # the queue agrees: nothing is left, nothing counted twice
+
+
+def _taken_elsewhere(session: Any, job_id: int) -> None:
+    session.execute(
+        text("UPDATE jobs SET state = 'running' WHERE id = :id AND state = 'queued'"),
+        {"id": job_id},
+    )
+    labels = session.execute(
+        text("DELETE FROM job_queue WHERE job_id = :id RETURNING repository_id, labels"),
+        {"id": job_id},
+    ).one()
+    session.execute(
+        text(
+            "UPDATE job_queue_counts SET queued = queued - 1"
+            " WHERE repository_id = :repository AND labels = :labels"
+        ),
+        {"repository": labels.repository_id, "labels": labels.labels},
+    )
+    session.commit()
