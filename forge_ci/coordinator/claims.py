@@ -364,8 +364,10 @@ def claim_once(
     waiting, holding = _waiting_out_cancellation(session, pending, now)
     if waiting:
         return ClaimOutcome(None)
-    if wait_for_repository is not None:
+    if wait_for_repository is not None and not holding:
         # The only lock this transaction waits for; every other one is skipped when busy.
+        # (Holding the locks of the reconciliations above, it waits for none: the busy
+        # repository is then tried, as the others, without waiting.)
         _lock_repository(session, wait_for_repository, wait=True)
         holding = True
     busy: list[Candidate] = []

@@ -202,15 +202,16 @@ def _plan_entry(dialect: str) -> Any:
 
 def _reserved_id() -> Any:
     """PostgreSQL: the id the attempt will have, taken from its sequence by the take, so that
-    the attempt and its steps are inserted in one statement (an unused one is a gap)."""
+    the attempt and its steps are inserted in one statement. It is evaluated for each row the
+    take's lock examines (also rows it skips as locked): the unused values are gaps."""
     sequence = func.pg_get_serial_sequence(literal("attempts"), literal("id"))
     return func.nextval(sequence).label("reserved_id")
 
 
-def take_statement(dialect: str, labels: int, locking: bool = False) -> Any:
-    """The take of ``labels`` label sets; ``locking`` (PostgreSQL): also the repository's
-    scheduling row, ``FOR UPDATE SKIP LOCKED``, in the same round trip (no row: busy, or
-    nothing queued any more). On PostgreSQL the row also holds the attempt's reserved id."""
+def take_statement(dialect: str, labels: int) -> Any:
+    """The take of ``labels`` label sets from one repository, without a lock (it has no
+    scheduling row, or the transaction holds it). On PostgreSQL the row also holds the
+    attempt's reserved id."""
     counts = table_of(QueueCount)
     statement = _take(
         dialect,
@@ -219,12 +220,7 @@ def take_statement(dialect: str, labels: int, locking: bool = False) -> Any:
     )
     if dialect == "postgresql":
         statement = statement.add_columns(_reserved_id())
-    if not locking:
-        return statement
-    sequences = table_of(RunSequence)
-    return statement.join(
-        sequences, sequences.c.repository_id == counts.c.repository_id
-    ).with_for_update(of=sequences, skip_locked=True)
+    return statement
 
 
 def first_free_take_statement() -> Any:
@@ -268,7 +264,8 @@ def _take(dialect: str, repository: Any, labels: Any) -> Any:
     # and the oldest of those heads, read by the statement that takes the repository lock (not
     # in the look): a claim that took a head before it cannot make us pass over an older job of
     # another label set. One that commits between this statement's snapshot and its lock left
-    # us a taken job: its move finds it no longer queued and the ORM path decides.
+    # us a taken job: its move finds it no longer queued, and the claim's next round takes
+    # again (forge_ci/coordinator/direct_claims.py, ``_left_queue``).
     head = (
         select(others.c.job_id)
         .where(others.c.repository_id == counts.c.repository_id, others.c.labels == counts.c.labels)

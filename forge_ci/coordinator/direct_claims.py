@@ -17,11 +17,12 @@ connection, and the caller runs that path)::
     [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again (a later
                round of the claim waits for the lock it was told of first)
     3 start    job queued -> running, run queued -> running (the state table decides both),
-               the queue entry and its count, the attempt (RETURNING id) ─ PostgreSQL: one
-               statement of data-modifying CTEs, sent with 4 in one round trip (pipeline);
-               SQLite: UPDATEs, a DELETE and the INSERT
+               the queue entry and its count, the attempt and its steps ─ PostgreSQL: one
+               statement of data-modifying CTEs (the attempt's id was reserved by the take,
+               so the assignment and its steps are built first), sent with 4 and the COMMIT
+               in one round trip (pipeline); SQLite: UPDATEs, a DELETE and the INSERT
     4 read     the repository's variables for the assignment
-    5 insert   the attempt's steps (one executemany)
+    5 insert   SQLite: the attempt's steps (one executemany), then the commit
 
 Every statement is written in Core (:mod:`.direct_claim_sql`) and run on the bare DB-API
 cursor (:mod:`.driver_sql`), in a Core connection's transaction rather than the session's.
@@ -29,8 +30,8 @@ cursor (:mod:`.driver_sql`), in a Core connection's transaction rather than the 
 Left to the ORM path: a replay, a reused attempt token, a provider waiting out its own
 cancellation, a credential that is not valid (it raises the error), a requester who may no
 longer run code (the job is cancelled there), a job whose secrets cannot be given (it fails
-there), and a job that left the queue under our feet (on PostgreSQL, when that happens after
-the take took the lock, the take is made again first).
+there), and on SQLite a job that left the queue under our feet (on PostgreSQL that is a
+claim that committed between the take's snapshot and its lock: the next round takes again).
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ def _claim(
             # PostgreSQL: the first of these repositories no other claimer holds, locked.
             taken = _take_first_free(claim, seen, group)
             if taken is not None:
-                return taken if taken is UNHANDLED else ClaimOutcome(taken)
+                return _outcome(taken)
             # Each was locked by another claimer, or emptied since the look (rare: then the
             # wait below finds nothing, as it would after any other claimer emptied it).
             busy.extend(group)
@@ -334,14 +335,14 @@ def _claim(
         for candidate in group:
             taken = _take_from(claim, seen, candidate)
             if taken is not None:
-                return taken if taken is UNHANDLED else ClaimOutcome(taken)
+                return _outcome(taken)
     if busy and not holding:
         # As the ORM path: wait for one busy repository, holding no other repository lock.
         chosen = random.choice(busy)
         _wait_for(claim, chosen.repository_id)
         taken = _take_from(claim, seen, chosen)
         if taken is not None:
-            return taken if taken is UNHANDLED else ClaimOutcome(taken)
+            return _outcome(taken)
         busy.remove(chosen)
     return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
 
@@ -359,12 +360,18 @@ def _wait_for(claim: _Claim, repository_id: int) -> None:
     statement.execute(claim.cursor, {"repository_id": repository_id}).fetchall()
 
 
-def _take_first_free(
-    claim: _Claim, seen: Look, group: list[Candidate]
-) -> Assignment | _Unhandled | None:
+#: What a take ends in: a leased job, a decided outcome, the ORM path, or nothing taken.
+_Taken = Assignment | ClaimOutcome | _Unhandled | None
+
+
+def _outcome(taken: Assignment | ClaimOutcome | _Unhandled) -> ClaimOutcome | _Unhandled:
+    return ClaimOutcome(taken) if isinstance(taken, Assignment) else taken
+
+
+def _take_first_free(claim: _Claim, seen: Look, group: list[Candidate]) -> _Taken:
     """The oldest queued job of the first repository of ``group`` that no other claimer holds
-    leased (its lock taken in the same statement), UNHANDLED, or None (every one was busy or
-    had nothing queued)."""
+    leased (its lock taken in the same statement), or None (every one was busy or had nothing
+    queued); see :func:`_left_queue` for a job taken meanwhile."""
     keys = sorted({key for candidate in group for key in candidate.label_keys})
     row = sql.prepared(claim.connection, sql.first_free_take_statement).first(
         claim.cursor,
@@ -373,18 +380,13 @@ def _take_first_free(
     if row is None:
         return None
     leased = _lease(claim, seen, row)
-    if leased is not _LEFT_QUEUE:
-        return leased
-    # The statement's snapshot predates the lock: a claimer that committed in between took
-    # that job. This transaction holds the lock now, so a new take sees every such claim.
-    chosen = next(c for c in group if c.repository_id == row.queue_repository)
-    return _take_from(claim, seen, chosen)
+    return _left_queue(claim, row.queue_repository) if leased is _LEFT_QUEUE else leased
 
 
-def _take_from(claim: _Claim, seen: Look, candidate: Candidate) -> Assignment | _Unhandled | None:
-    """The oldest queued job of the candidate's label sets leased, UNHANDLED, or None (their
-    queues are empty). Takes no lock: the repository has no scheduling row, or this
-    transaction holds it."""
+def _take_from(claim: _Claim, seen: Look, candidate: Candidate) -> _Taken:
+    """The oldest queued job of the candidate's label sets leased, or None (their queues are
+    empty). Takes no lock: the repository has no scheduling row, or this transaction holds
+    it."""
     connection = claim.connection
     keys = candidate.label_keys
     statement = sql.prepared(connection, sql.take_statement, connection.dialect.name, len(keys))
@@ -394,12 +396,24 @@ def _take_from(claim: _Claim, seen: Look, candidate: Candidate) -> Assignment | 
     if row is None:
         return None
     leased = _lease(claim, seen, row)
-    return UNHANDLED if leased is _LEFT_QUEUE else leased
+    return _left_queue(claim, candidate.repository_id) if leased is _LEFT_QUEUE else leased
+
+
+def _left_queue(claim: _Claim, repository_id: int) -> ClaimOutcome | _Unhandled:
+    """The taken job was no longer queued when it was to move, and nothing was written. On
+    PostgreSQL the take's snapshot predates its lock, so a claimer that committed in between
+    had taken it; the writes' round trip committed the transaction, and the next round waits
+    for the repository (free now) and takes again. On SQLite (which serializes claims, so a
+    job that left the queue left it by another way) the ORM path decides."""
+    if claim.connection.dialect.name == "postgresql":
+        return ClaimOutcome(None, [repository_id])
+    return UNHANDLED
 
 
 def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Left:
     """The taken row's job leased; UNHANDLED (the ORM path decides), or _LEFT_QUEUE (the job
-    is no longer queued: the take's snapshot predates another claim's commit)."""
+    is no longer queued). On PostgreSQL the transaction is committed either way but for
+    UNHANDLED (with the writes, in their round trip)."""
     run = TakenRun(**{name: getattr(row, f"run_{name}") for name in sql.RUN_COLUMNS})
     job = TakenJob(
         **{name: getattr(row, f"job_{name}") for name in sql.JOB_COLUMNS}, plan_job=row.plan_job
@@ -470,8 +484,8 @@ def _start(
     and count dropped, the attempt inserted; and the ``vars`` context read. The attempt's id
     and the variables, or None when the job was no longer queued. PostgreSQL: the writes,
     with the attempt's ``steps``, in one statement (``start_statement``), sent with the read
-    in one round trip; SQLite, where a statement costs no round trip: one each, as
-    ``models.queue.leave_queue`` (the caller inserts the steps)."""
+    and the transaction's COMMIT in one round trip; SQLite, where a statement costs no round
+    trip: one each, as ``models.queue.leave_queue`` (the caller inserts the steps)."""
     connection, cursor, now = claim.connection, claim.cursor, claim.now
     _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
     read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
@@ -485,8 +499,10 @@ def _start(
             "step_names": [step["name"] for step in planned],
         }
         start = sql.prepared(connection, sql.start_statement, run_queued)
+        # Everything the assignment needs was read before: commit in the same round trip,
+        # which releases the repository's lock one round trip sooner.
         started, found = execute_together(
-            connection, [(start, {**values, **moves, **arrays}), (read, parameters)]
+            connection, [(start, {**values, **moves, **arrays}), (read, parameters)], commit=True
         )
         attempt = started.fetchone()
         if attempt is None:

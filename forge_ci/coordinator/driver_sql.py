@@ -113,14 +113,20 @@ def _wrap(dialect: Dialect, sql: str, parameters: Any, error: Exception) -> Exce
 
 
 def execute_together(
-    connection: Connection, items: list[tuple[Prepared, Mapping[str, Any]]]
+    connection: Connection,
+    items: list[tuple[Prepared, Mapping[str, Any]]],
+    *,
+    commit: bool = False,
 ) -> list[Any]:
     """Each statement on a cursor of its own, in order; on PostgreSQL in one round trip
     (psycopg's pipeline mode: an error raises at the end and leaves the transaction failed;
-    the caller rolls back or closes the connection). The cursors, to read each statement's
-    rows from."""
+    the caller rolls back or closes the connection), with the transaction's ``COMMIT`` after
+    them in the same round trip when ``commit`` (PostgreSQL only: the SQLAlchemy connection's
+    own commit is then a no-op). The cursors, to read each statement's rows from."""
     cursors = [cursor_of(connection) for _ in items]
     if connection.dialect.name != "postgresql":
+        if commit:
+            raise ValueError("a pipelined COMMIT is PostgreSQL's only")
         return [
             statement.execute(cursor, values)
             for (statement, values), cursor in zip(items, cursors, strict=True)
@@ -130,6 +136,8 @@ def execute_together(
         with driver.pipeline():
             for (statement, values), cursor in zip(items, cursors, strict=True):
                 cursor.execute(statement.sql, statement.parameters(values))
+            if commit:
+                driver.commit()
     except connection.dialect.loaded_dbapi.Error as error:
         together = ";\n".join(statement.sql for statement, _ in items)
         raise _wrap(connection.dialect, together, None, error) from error

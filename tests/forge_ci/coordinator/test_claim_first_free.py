@@ -9,12 +9,14 @@ on PostgreSQL alone (``db_kind`` narrowed below, not skipped).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from sqlalchemy import select, text
+from sqlalchemy.exc import OperationalError
 
 from forge_ci.coordinator import claims, direct_claims
 from forge_ci.db import begin_write
@@ -52,6 +54,43 @@ def _repository_id(world: World, full_name: str) -> int:
         found = session.scalar(select(Repository.id).where(Repository.name == name))
         assert found is not None
         return found
+
+
+def _wait_until_blocked_by(world: World, holder: Any) -> None:
+    """Until some transaction waits for a lock the holder's transaction holds."""
+    pid = holder.execute(text("SELECT pg_backend_pid()")).scalar()
+    deadline = time.monotonic() + SETTLE
+    while time.monotonic() < deadline:
+        with world.database.engine.connect() as connection:
+            waiting = connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND :pid = ANY(pg_blocking_pids(pid))"
+                ),
+                {"pid": pid},
+            ).scalar()
+        if waiting:
+            return
+        time.sleep(0.02)
+    raise AssertionError("no transaction waited for the held repository")
+
+
+def _locked_by_another(world: World, repository: str) -> bool:
+    """Whether another transaction holds the repository's scheduling row (asked without
+    waiting)."""
+    repository_id = _repository_id(world, repository)
+    with world.database.engine.connect() as connection:
+        try:
+            connection.execute(
+                select(RunSequence.repository_id)
+                .where(RunSequence.repository_id == repository_id)
+                .with_for_update(nowait=True)
+            )
+        except OperationalError:
+            return True
+        finally:
+            connection.rollback()
+    return False
 
 
 def _claim_in_thread(world: World) -> tuple[threading.Thread, list[Claimed | None]]:
@@ -114,16 +153,14 @@ def test_with_every_repository_held_a_claim_waits_for_one_then_for_another(
     # Which busy repository it waits for is random; here the last one, bob/lib.
     monkeypatch.setattr(direct_claims.random, "choice", lambda options: options[-1])
     _no_orm_path(monkeypatch)
-    with held(world, "alice/app"):
+    with held(world, "alice/app") as alice:
         with held(world, "bob/lib") as bob:
             thread, result = _claim_in_thread(world)
-            thread.join(0.5)
-            assert thread.is_alive(), "the claim answered while every repository was busy"
+            _wait_until_blocked_by(world, bob)  # every repository busy: it waits for bob/lib
             # bob/lib's holder takes its job and commits: the waiting claim finds it empty,
             # and its next round (the direct path again) waits for alice/app.
             _taken_elsewhere(bob, bob_job.id)
-            thread.join(0.5)
-            assert thread.is_alive(), "the claim gave up while alice/app still had work"
+            _wait_until_blocked_by(world, alice)
             assert not result
         # alice/app released: the claim takes its job.
     thread.join(SETTLE)
@@ -176,3 +213,37 @@ def _taken_elsewhere(session: Any, job_id: int) -> None:
         {"repository": labels.repository_id, "labels": labels.labels},
     )
     session.commit()
+
+
+def test_a_claim_that_lost_its_job_after_the_lock_waits_for_another_lock_holding_none(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice/app's only job is taken between the take's snapshot and its lock (as in the test
+    above), while bob/lib is held: the claim must not wait for bob/lib holding alice/app's
+    lock (two claimers doing so crosswise would deadlock)."""
+    alice_run = world.queue_run(plan_job("a"))
+    world.clock.advance(1)
+    bob_run = world.queue_run(plan_job("b"), repository="bob/lib")
+    ((alice_job,), (bob_job,)) = world.jobs_of(alice_run), world.jobs_of(bob_run)
+    real_start = direct_claims._start
+    raced: list[int] = []
+
+    def start_after_a_race(claim: Any, job_id: int, *args: Any) -> Any:
+        if not raced:
+            raced.append(job_id)
+            world.in_session(lambda session: _taken_elsewhere(session, job_id))
+        return real_start(claim, job_id, *args)
+
+    monkeypatch.setattr(direct_claims, "_start", start_after_a_race)
+    # Of several busy repositories it would wait for the last: bob/lib, not its own.
+    monkeypatch.setattr(direct_claims.random, "choice", lambda options: options[-1])
+    _no_orm_path(monkeypatch)
+    with held(world, "bob/lib") as bob:
+        thread, result = _claim_in_thread(world)
+        _wait_until_blocked_by(world, bob)
+        assert raced == [alice_job.id]
+        assert not _locked_by_another(world, "alice/app"), "it waits holding alice/app's lock"
+    thread.join(SETTLE)
+    assert not thread.is_alive()
+    claimed = result[0]
+    assert claimed is not None and claimed.assignment.job_id == bob_job.id
