@@ -397,16 +397,23 @@ def claim_once(
 
 
 @contextmanager
-def _sqlite_claim_lock(lock_dir: Path | None) -> Iterator[None]:
+def _sqlite_claim_lock(
+    lock_dir: Path | None, early: direct_claims.EarlyLook | None = None
+) -> Iterator[direct_claims.EarlyLook | None]:
     """SQLite only: claimers wait in the kernel's queue for one file lock.
 
     SQLite's busy handler polls with growing sleeps, so with dozens of claimers competing for
     ``BEGIN IMMEDIATE`` an unlucky one can miss every release for its whole busy timeout. A
     blocking ``flock`` wakes waiters when the lock is released instead. Claim transactions are
     short, and the kernel releases the lock of a process that dies.
+
+    Yields ``early`` when the lock was free; a claim that has to wait gives the early look's
+    connection back to the pool first (it would hold it for the whole wait, and a process's
+    queued claimers could take every connection) and yields None: it looks again under the
+    lock.
     """
     if lock_dir is None:
-        yield
+        yield early
         return
     # Opened per claim: flock excludes open files, not processes (threads of one process
     # sharing one descriptor would not exclude each other). The folder is made when missing.
@@ -418,9 +425,15 @@ def _sqlite_claim_lock(lock_dir: Path | None) -> Iterator[None]:
         lock_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, flags, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if early is not None:
+                early.connection.close()
+                early = None
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield early
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -499,10 +512,10 @@ def _rounds(
     file lock (SQLite); ``early``, the SQLite look before the lock, for the first one."""
     wait_for: int | None = None
     for _ in range(MAX_ROUNDS):
-        with _sqlite_claim_lock(sqlite_lock), sessions() as session:
+        with _sqlite_claim_lock(sqlite_lock, early) as usable, sessions() as session:
             try:
                 outcome = _claim_round(
-                    session, token, request, clock(), source, wait_for, lease, issued, early
+                    session, token, request, clock(), source, wait_for, lease, issued, usable
                 )
                 session.commit()
             except ClaimConflict:
@@ -547,6 +560,8 @@ def _claim_round(
     if outcome is not direct_claims.UNHANDLED:
         assert isinstance(outcome, ClaimOutcome)
         return outcome
+    if early is not None:
+        early.connection.close()  # a claim holds one pooled connection at a time
     return claim_once(
         session, token, request, now, source, wait_for_repository=wait_for, lease=lease
     )

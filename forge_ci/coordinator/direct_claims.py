@@ -287,9 +287,14 @@ def claim_direct(
     with nullcontext(early.connection) if early else _connect(session) as connection:
         connection.begin()
         claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
-        seen = early.still_true(claim.cursor) if early else None
         try:
+            seen = early.still_true(claim.cursor) if early else None
             outcome = _claim(claim, token, wait_for, seen)
+        except BaseException:
+            # Also on the early look's connection, which stays open (a lost race's next
+            # round must not wait for this transaction's write lock).
+            connection.rollback()
+            raise
         finally:
             if claim._orm is not None:
                 claim._orm.close()

@@ -8,16 +8,25 @@ transaction (``db_kind`` narrowed below, not skipped).
 
 from __future__ import annotations
 
+import fcntl
+import os
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from forge_ci.authz import Actor
 from forge_ci.coordinator import claims, direct_claims
+from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.providers import pause_provider, resume_provider
+from forge_ci.db import Database
+from forge_ci.protocol import ClaimRequest
 from tests.forge_ci.coordinator.world import World, plan_job
 
 pytestmark = pytest.mark.parametrize("db_kind", ["sqlite"])
@@ -63,12 +72,12 @@ def test_a_commit_between_the_look_and_the_lock_makes_the_claim_look_again(
     raced: list[Any] = []
 
     @contextmanager
-    def lock_after_another_claim(lock_dir: Path | None) -> Iterator[None]:
+    def lock_after_another_claim(lock_dir: Path | None, early: Any = None) -> Iterator[Any]:
         if not raced:  # our claim looked; another provider claims the head and commits
             raced.append(None)  # (its own claim passes here too)
             raced[0] = world.claim(other)
-        with real_lock(lock_dir):
-            yield
+        with real_lock(lock_dir, early) as usable:
+            yield usable
 
     monkeypatch.setattr(claims, "_sqlite_claim_lock", lock_after_another_claim)
     claimed = world.claim()
@@ -88,12 +97,12 @@ def test_a_provider_paused_between_the_look_and_the_lock_claims_nothing(
     paused: list[bool] = []
 
     @contextmanager
-    def lock_after_a_pause(lock_dir: Path | None) -> Iterator[None]:
+    def lock_after_a_pause(lock_dir: Path | None, early: Any = None) -> Iterator[Any]:
         if not paused:  # our claim looked (an active provider, a queued job); an admin pauses it
             paused.append(True)
             world.in_session(lambda session: pause_provider(session, OPERATOR, "p1"))
-        with real_lock(lock_dir):
-            yield
+        with real_lock(lock_dir, early) as usable:
+            yield usable
 
     monkeypatch.setattr(claims, "_sqlite_claim_lock", lock_after_a_pause)
     assert world.claim() is None  # the look was made again under the lock, and refused
@@ -101,3 +110,113 @@ def test_a_provider_paused_between_the_look_and_the_lock_claims_nothing(
     monkeypatch.setattr(claims, "_sqlite_claim_lock", real_lock)
     world.in_session(lambda session: resume_provider(session, OPERATOR, "p1"))
     assert world.claim() is not None  # the job stayed queued for it
+
+
+def test_a_provider_paused_right_after_the_look_claims_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The version is read in the look's own snapshot: a commit after the look, before the
+    look's transaction ends, still makes the claim look again."""
+    world.queue_run(plan_job("a"))
+    real_look = direct_claims.look
+    paused: list[bool] = []
+
+    def look_then_pause(*args: Any) -> Any:
+        seen = real_look(*args)
+        if not paused:
+            paused.append(True)
+            world.in_session(lambda session: pause_provider(session, OPERATOR, "p1"))
+        return seen
+
+    monkeypatch.setattr(direct_claims, "look", look_then_pause)
+    assert world.claim() is None
+
+
+def test_a_claim_holds_one_pooled_connection_at_a_time(world: World) -> None:
+    """A replay goes from the direct path to the ORM path: with a pool of one connection it
+    must not need a second one (it gives the early look's back first)."""
+    world.queue_run(plan_job("a"))
+    database = Database(world.settings, pool_size=1, max_overflow=0, pool_timeout=2)
+    try:
+        request = ClaimRequest(new_request_id(), new_token(), 0)
+
+        def claim() -> Any:
+            lock_dir = world.settings.locks_dir
+            return claims.claim(database.session, world.provider_token, request, lock_dir=lock_dir)
+
+        first = claim()
+        assert first is not None
+        replay = claim()  # the direct path leaves it to the ORM path
+        assert replay is not None and replay.attempt_id == first.attempt_id
+    finally:
+        database.dispose()
+
+
+def test_a_claim_waiting_for_the_lock_holds_no_connection(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.queue_run(plan_job("a"))
+    database = Database(world.settings, pool_size=1, max_overflow=0, pool_timeout=2)
+    waiting = threading.Event()
+    real_flock = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX:  # the blocking wait, after the free try failed
+            waiting.set()
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(claims.fcntl, "flock", flock)
+    path = world.settings.locks_dir / "claims.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = os.open(path, os.O_RDWR | os.O_CREAT)
+    result: list[Any] = []
+    try:
+        real_flock(holder, fcntl.LOCK_EX)  # another claimer's transaction
+        request = ClaimRequest(new_request_id(), new_token(), 0)
+        thread = threading.Thread(
+            target=lambda: result.append(
+                claims.claim(
+                    database.session,
+                    world.provider_token,
+                    request,
+                    lock_dir=world.settings.locks_dir,
+                )
+            ),
+            daemon=True,
+        )
+        thread.start()
+        assert waiting.wait(10)
+        assert database.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+        real_flock(holder, fcntl.LOCK_UN)
+        thread.join(10)
+        assert not thread.is_alive()
+        assert result and result[0] is not None  # it looked again under the lock, and claimed
+    finally:
+        os.close(holder)
+        database.dispose()
+
+
+def test_a_lost_race_in_the_direct_path_leaves_no_transaction_open(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two identical retries racing (a fault SQLite's serialized claims cannot produce): the
+    loser's next round must not wait for the first round's write lock on the early look's
+    connection."""
+    world.queue_run(plan_job("a"))
+    real_start = direct_claims._start
+    raised: list[bool] = []
+
+    def start_losing_once(*args: Any) -> Any:
+        if not raised:
+            raised.append(True)
+            lost = sqlite3.IntegrityError(
+                "UNIQUE constraint failed: attempts.provider_id, attempts.request_id"
+            )
+            raise IntegrityError("INSERT INTO attempts", {}, lost)
+        return real_start(*args)
+
+    monkeypatch.setattr(direct_claims, "_start", start_losing_once)
+    began = time.monotonic()
+    claimed = world.claim()
+    assert raised and claimed is not None
+    assert time.monotonic() - began < 5  # not the busy timeout (30 s) behind its own lock
