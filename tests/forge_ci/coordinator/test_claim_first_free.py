@@ -178,6 +178,18 @@ def test_a_job_gone_from_the_queue_after_the_lock_is_taken_again_not_left_to_the
     (job running, queue entry gone, count dropped) once the take has returned stands for it."""
     run = world.queue_run(plan_job("a"), plan_job("b"))
     jobs = world.jobs_of(run)
+    raced = _first_job_taken_after_the_lock(world, monkeypatch)
+    _no_orm_path(monkeypatch)
+    claimed = world.claim()
+    assert raced == [jobs[0].id]
+    assert claimed is not None and claimed.assignment.job_id == jobs[1].id
+    assert world.job(jobs[1].id).state == "running"
+    assert world.claim() is None  # the queue agrees: nothing is left, nothing counted twice
+
+
+def _first_job_taken_after_the_lock(world: World, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The first job a claim takes is taken by another transaction (see _taken_elsewhere)
+    before its writes: the ids of the jobs so taken."""
     real_start = direct_claims._start
     raced: list[int] = []
 
@@ -188,12 +200,7 @@ def test_a_job_gone_from_the_queue_after_the_lock_is_taken_again_not_left_to_the
         return real_start(claim, job_id, *args)
 
     monkeypatch.setattr(direct_claims, "_start", start_after_a_race)
-    _no_orm_path(monkeypatch)
-    claimed = world.claim()
-    assert raced == [jobs[0].id]
-    assert claimed is not None and claimed.assignment.job_id == jobs[1].id
-    assert world.job(jobs[1].id).state == "running"
-    assert world.claim() is None  # the queue agrees: nothing is left, nothing counted twice
+    return raced
 
 
 def _taken_elsewhere(session: Any, job_id: int) -> None:
@@ -225,16 +232,7 @@ def test_a_claim_that_lost_its_job_after_the_lock_waits_for_another_lock_holding
     world.clock.advance(1)
     bob_run = world.queue_run(plan_job("b"), repository="bob/lib")
     ((alice_job,), (bob_job,)) = world.jobs_of(alice_run), world.jobs_of(bob_run)
-    real_start = direct_claims._start
-    raced: list[int] = []
-
-    def start_after_a_race(claim: Any, job_id: int, *args: Any) -> Any:
-        if not raced:
-            raced.append(job_id)
-            world.in_session(lambda session: _taken_elsewhere(session, job_id))
-        return real_start(claim, job_id, *args)
-
-    monkeypatch.setattr(direct_claims, "_start", start_after_a_race)
+    raced = _first_job_taken_after_the_lock(world, monkeypatch)
     # Of several busy repositories it would wait for the last: bob/lib, not its own.
     monkeypatch.setattr(direct_claims.random, "choice", lambda options: options[-1])
     _no_orm_path(monkeypatch)
