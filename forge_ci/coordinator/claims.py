@@ -18,9 +18,11 @@ thousand queued jobs cannot starve another with one (ties: the oldest queued job
 
 On PostgreSQL a claimer skips repositories other claimers are serving right now; if every
 candidate repository was busy it waits for one of them, in the same transaction when it holds
-no other repository lock, else in a new transaction that holds none. So a claim never answers
-null while claimable work exists, and claims cannot deadlock each other: a transaction waits
-for at most one repository lock, and only while it holds no other.
+no other repository lock, else in a new transaction that holds none. So, within its
+``MAX_ROUNDS`` transactions, a claim does not answer null while claimable work exists, and claims
+cannot deadlock each other: a claim's transaction waits for at most one repository lock, and
+only while it holds no other (reconciling an attempt takes its repository's lock as every run
+transition does; a transaction holding such a lock waits for no other).
 
 Empty polls return None and store nothing but the provider's contact time (at most every
 10 s).
@@ -528,6 +530,8 @@ def _rounds(
                 if not _lost_race(error):
                     raise
                 wait_for = None
+                if usable is not None:
+                    usable.connection.close()  # one pooled connection at a time
                 early = None  # the first round's only
                 continue
         early = None

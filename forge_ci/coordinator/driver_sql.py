@@ -137,7 +137,9 @@ def execute_together(
             for (statement, values), cursor in zip(items, cursors, strict=True):
                 cursor.execute(statement.sql, statement.parameters(values))
             if commit:
-                driver.commit()
+                # As a statement, so that the block's end sends the only Sync (psycopg's
+                # commit() would sync, and so wait for a round trip, of its own).
+                cursor_of(connection).execute("COMMIT")
     except connection.dialect.loaded_dbapi.Error as error:
         together = ";\n".join(statement.sql for statement, _ in items)
         raise _wrap(connection.dialect, together, None, error) from error

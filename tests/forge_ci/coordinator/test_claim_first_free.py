@@ -19,9 +19,13 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 
 from forge_ci.coordinator import claims, direct_claims
+from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.providers import set_provider_labels
+from forge_ci.coordinator.secrets import NO_SECRETS
 from forge_ci.db import begin_write
 from forge_ci.models import Repository, RunSequence
-from tests.forge_ci.coordinator.world import Claimed, World, plan_job
+from forge_ci.protocol import ClaimRequest
+from tests.forge_ci.coordinator.world import LINUX, OPERATOR, Claimed, World, plan_job
 
 pytestmark = pytest.mark.parametrize("db_kind", ["postgres"])
 
@@ -245,3 +249,92 @@ def test_a_claim_that_lost_its_job_after_the_lock_waits_for_another_lock_holding
     assert not thread.is_alive()
     claimed = result[0]
     assert claimed is not None and claimed.assignment.job_id == bob_job.id
+
+
+def test_a_retry_losing_to_its_twin_in_the_pipelined_writes_replays_the_winner(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin (same request_id and token) commits between the loser's take and its writes:
+    the loser's pipelined writes raise a lost race, and its next round replays the winner's
+    attempt; the job the loser had taken stays queued."""
+    assert world.claim() is None  # the contact time is fresh: neither claim below writes it
+    alice = world.queue_run(plan_job("a"))
+    world.clock.advance(1)
+    bob = world.queue_run(plan_job("b"), repository="bob/lib")
+    ((alice_job,), (bob_job,)) = world.jobs_of(alice), world.jobs_of(bob)
+    request_id, token = new_request_id(), new_token()
+    real_start = direct_claims._start
+    twin: list[Any] = []
+
+    def start_after_the_twin(claim: Any, job_id: int, *args: Any) -> Any:
+        if not twin:
+            twin.append(None)  # (the twin's own claim passes here too)
+            twin[0] = world.claim(request_id=request_id, attempt_token=token)
+        return real_start(claim, job_id, *args)
+
+    monkeypatch.setattr(direct_claims, "_start", start_after_the_twin)
+    loser = world.claim(request_id=request_id, attempt_token=token)
+    assert twin[0] is not None and twin[0].assignment.job_id == bob_job.id
+    assert loser is not None and loser.assignment.attempt_id == twin[0].assignment.attempt_id
+    assert world.job(alice_job.id).state == "queued"
+    again = world.claim()
+    assert again is not None and again.assignment.job_id == alice_job.id
+
+
+def _cancelled_by_its_own_change(world: World) -> str:
+    """A provider whose running attempt in alice/app its own label change cancelled, the grace
+    run out: its next claim's reconciliation ends that attempt, taking alice/app's lock."""
+    world.queue_run(plan_job("gpu", runs_on=(*LINUX, "gpu")))
+    gpu = world.add_provider("gpu-box", "self-hosted,linux,gpu", scope="all")
+    claimed = world.claim(provider_token=gpu)
+    assert claimed is not None
+    world.start(claimed)
+    world.in_session(
+        lambda session: set_provider_labels(
+            session, OPERATOR, "gpu-box", "linux,self-hosted", world.clock()
+        )
+    )
+    world.clock.advance(31)
+    return gpu
+
+
+@pytest.mark.parametrize("reconciling", [True, False])
+def test_the_orm_path_holding_a_reconciliation_s_lock_waits_for_no_other(
+    world: World, reconciling: bool
+) -> None:
+    """A later round on the ORM path is told to wait for busy bob/lib. Having just reconciled
+    (holding alice/app's lock) it must not wait; holding nothing, it waits."""
+    if reconciling:
+        token = _cancelled_by_its_own_change(world)
+    else:
+        token = world.add_provider("gpu-box", "self-hosted,linux", scope="all")
+    world.queue_run(plan_job("b"), repository="bob/lib")
+    bob_id = _repository_id(world, "bob/lib")
+    result: list[Any] = []
+
+    def claim_once() -> None:
+        with world.session() as session:
+            request = ClaimRequest(new_request_id(), new_token(), 0)
+            outcome = claims.claim_once(
+                session, token, request, world.clock(), NO_SECRETS, wait_for_repository=bob_id
+            )
+            if reconciling:
+                result.append(_locked_by_another(world, "alice/app"))
+            session.commit()
+            result.append(outcome)
+
+    with held(world, "bob/lib") as bob:
+        thread = threading.Thread(target=claim_once, daemon=True)
+        thread.start()
+        if reconciling:
+            thread.join(SETTLE)
+            assert not thread.is_alive(), "it waited for bob/lib holding alice/app's lock"
+            holding, outcome = result
+            assert holding  # the reconciliation's lock, which it held meanwhile
+            assert outcome.assignment is None and outcome.busy_repositories == [bob_id]
+        else:
+            _wait_until_blocked_by(world, bob)  # holding none, it waits for the busy one
+    thread.join(SETTLE)
+    assert not thread.is_alive()
+    if not reconciling:
+        assert result[0].assignment is not None

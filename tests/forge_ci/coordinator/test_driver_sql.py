@@ -3,6 +3,9 @@ ORM does, and fail as SQLAlchemy's execution would (a lost claim race stays reco
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import psycopg
 import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -11,7 +14,7 @@ from forge_ci.coordinator import direct_claim_sql
 from forge_ci.coordinator.claim_rows import CLAIMED_COLUMNS
 from forge_ci.coordinator.claims import _lost_race
 from forge_ci.coordinator.credentials import job_token, new_request_id, new_token, token_hash
-from forge_ci.coordinator.driver_sql import Prepared, cursor_of
+from forge_ci.coordinator.driver_sql import Prepared, cursor_of, execute_together
 from forge_ci.masking import MaskerCache
 from forge_ci.models import Attempt, AttemptStep, Provider
 from tests.forge_ci.coordinator.world import World, plan_job
@@ -71,3 +74,36 @@ def test_a_duplicate_claim_fails_as_a_lost_race_not_a_driver_error(world: World)
             insert.execute(cursor_of(connection), other)  # the same job and number
         assert not _lost_race(raised.value)
         session.rollback()
+
+
+@pytest.mark.parametrize("db_kind", ["postgres"])
+def test_statements_and_their_commit_together_are_one_round_trip(
+    world: World, tmp_path: Path
+) -> None:
+    """One Sync for the statements and the COMMIT (libpq's trace of the wire), the rows still
+    readable afterwards, and the transaction ended: SQLAlchemy's own commit is a no-op."""
+    with world.database.engine.connect() as connection:
+        connection.begin()
+        read = Prepared(select(Provider.id), connection.dialect)
+        read.rows(cursor_of(connection), {})  # the transaction has begun, as a claim's has
+        driver = connection.connection.driver_connection
+        trace = tmp_path / "wire.txt"
+        with trace.open("w") as sink:
+            driver.pgconn.trace(sink.fileno())
+            driver.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            first, second = execute_together(connection, [(read, {}), (read, {})], commit=True)
+            driver.pgconn.untrace()
+        sent = [line.split("\t") for line in trace.read_text().splitlines()]
+        assert [fields[2] for fields in sent if fields[0] == "F"].count("Sync") == 1
+        assert first.fetchall() == second.fetchall() != []
+        assert driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        connection.commit()
+
+
+def test_a_pipelined_commit_is_postgresql_s_only(world: World) -> None:
+    with world.database.engine.connect() as connection:
+        read = Prepared(select(Provider.id), connection.dialect)
+        if connection.dialect.name == "postgresql":
+            return  # the case above
+        with pytest.raises(ValueError, match="PostgreSQL"):
+            execute_together(connection, [(read, {})], commit=True)
