@@ -26,6 +26,7 @@ Standard library only (the runner's image copies this module with the expression
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import ge, gt, le, lt
 from typing import Any, TypeVar, dataclass_transform, overload
 
 T = TypeVar("T")
@@ -210,28 +211,18 @@ def _hash(self: Any) -> int:
     return hash(_values(self))
 
 
-def _lt(self: Any, other: Any) -> Any:
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    return _values(self) < _values(other)
+def _ordering(compare: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``<``, ``<=``, ``>`` or ``>=`` over the compared fields, between records of one class."""
+
+    def method(self: Any, other: Any) -> Any:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return compare(_values(self), _values(other))
+
+    return method
 
 
-def _le(self: Any, other: Any) -> Any:
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    return _values(self) <= _values(other)
-
-
-def _gt(self: Any, other: Any) -> Any:
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    return _values(self) > _values(other)
-
-
-def _ge(self: Any, other: Any) -> Any:
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    return _values(self) >= _values(other)
+_lt, _le, _gt, _ge = (_ordering(compare) for compare in (lt, le, gt, ge))
 
 
 def _getstate(self: Any) -> list[Any]:

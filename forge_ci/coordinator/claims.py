@@ -468,27 +468,25 @@ def claim(
     ``sessions`` yields a fresh session per transaction (``Database.session``). Each round
     takes the direct path (:mod:`.direct_claims`), and what it leaves the ORM path. On SQLite
     a look in a deferred (read) transaction first answers empty polls without taking the
-    write lock. Two identical retries racing each other: the loser's insert
-    fails and its next round replays the winner's attempt. PostgreSQL: when every candidate
-    repository was busy, the next round waits for one of them. SQLite: claim transactions
-    queue on a file lock in ``lock_dir``.
+    write lock. Two identical retries racing each other: the loser's insert fails and its next
+    round replays the winner's attempt. PostgreSQL: when every candidate repository was busy,
+    the next round waits for one of them. SQLite: claim transactions queue on a file lock in
+    ``lock_dir``.
     """
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.
     issued = IssuedTokens.of(request.attempt_token)
     with ExitStack() as stack:
         early: direct_claims.EarlyLook | None = None
-        nothing: bool | None = False
         with sessions() as session:
             sqlite = is_sqlite(session)
-            if sqlite:
+            if sqlite and token is not None:
                 # SQLite has one writer at a time: answer empty polls without asking for the
                 # lock (and keep the look for the claim, while it is true).
-                nothing = None
-                if token is not None:
-                    look = direct_claims.early_look(session, token, request, issued.digest)
-                    early = stack.enter_context(look)
-                    nothing = early.nothing_to_claim(clock())
+                look = direct_claims.early_look(session, token, request, issued.digest)
+                early = stack.enter_context(look)
+        # None: not a valid credential (SQLite's look found none, or there is no token).
+        nothing = early.nothing_to_claim(clock()) if early else (None if sqlite else False)
         if nothing is None:
             with sessions(read_only=True) as session:
                 authenticate_provider(session, token)  # raises: not a valid provider credential
@@ -530,11 +528,9 @@ def _rounds(
                 if not _lost_race(error):
                     raise
                 wait_for = None
-                if usable is not None:
-                    usable.connection.close()  # one pooled connection at a time
-                early = None  # the first round's only
                 continue
-        early = None
+            finally:
+                early = None  # the first round's only (claim_direct closed its connection)
         if outcome.assignment is not None or not outcome.busy_repositories:
             return outcome.assignment
         # Any busy repository, not the first: claimers that all saw the same order would
@@ -564,8 +560,6 @@ def _claim_round(
     if outcome is not direct_claims.UNHANDLED:
         assert isinstance(outcome, ClaimOutcome)
         return outcome
-    if early is not None:
-        early.connection.close()  # a claim holds one pooled connection at a time
     return claim_once(
         session, token, request, now, source, wait_for_repository=wait_for, lease=lease
     )

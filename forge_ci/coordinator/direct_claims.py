@@ -39,7 +39,7 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import groupby
@@ -280,21 +280,19 @@ def claim_direct(
     values, computed before the transaction (else here). ``wait_for`` (PostgreSQL, a later
     round of one claim): a repository that was busy, whose lock this transaction waits for
     first. ``early`` (SQLite): the look before the lock, whose connection this transaction
-    uses, and whose rows it uses when they are still true."""
+    uses (and closes), and whose rows it uses when they are still true."""
     if token is None:
         return UNHANDLED
     issued = issued or IssuedTokens.of(request.attempt_token)
-    with nullcontext(early.connection) if early else _connect(session) as connection:
+    # The early look's connection too is closed at the end (rolled back if still in a
+    # transaction): a claim holds one pooled connection at a time, and a later round or the
+    # ORM path never waits for this transaction's write lock.
+    with early.connection if early else _connect(session) as connection:
         connection.begin()
         claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
         try:
             seen = early.still_true(claim.cursor) if early else None
             outcome = _claim(claim, token, wait_for, seen)
-        except BaseException:
-            # Also on the early look's connection, which stays open (a lost race's next
-            # round must not wait for this transaction's write lock).
-            connection.rollback()
-            raise
         finally:
             if claim._orm is not None:
                 claim._orm.close()
