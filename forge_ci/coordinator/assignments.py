@@ -9,18 +9,35 @@ the runner asks for a started step's values.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
 from forge_ci.coordinator.contexts import PlannedJob, SnapshotRun, github_context
-from forge_ci.coordinator.credentials import job_token
 from forge_ci.coordinator.leases import to_ms
-from forge_ci.models import Attempt, Job, Run
+from forge_ci.models import Job, Run
 from forge_ci.protocol import API_PREFIX, Action, Assignment, AssignmentStep
 from forge_ci.runs.actions import job_action_keys
 from forge_ci.runs.scheduling import RunGraph
 from forge_ci.secrets.policy import variables_for
+
+
+class AssignedAttempt(Protocol):
+    """What an assignment reads of its attempt (a :class:`forge_ci.models.Attempt`, or the
+    direct claim path's row values)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def number(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def timeout_minutes(self) -> int: ...
+    @property
+    def lease_expires_at(self) -> datetime: ...
+    @property
+    def job_deadline_at(self) -> datetime | None: ...
 
 
 def source_archive_path(attempt_id: int) -> str:
@@ -78,12 +95,12 @@ def _wire_step(step: dict[str, Any], references: dict[str, str] | None = None) -
 
 
 def build_assignment(
-    session: Session,
-    attempt: Attempt,
+    session: Session | None,
+    attempt: AssignedAttempt,
     job: PlannedJob,
     run: SnapshotRun,
     now: datetime,
-    attempt_token: str,
+    token: str,
     variables: dict[str, str] | None = None,
 ) -> Assignment:
     """The assignment for ``attempt``, from the run's immutable snapshot (never stored).
@@ -92,8 +109,14 @@ def build_assignment(
     and ``run`` may be rows lighter than the models (the direct claim path reads only what it
     needs); the ``needs`` context reads the run's jobs as models. ``variables``: the ``vars``
     context when the caller has read it (``secrets.policy.variables_query``), else it is read here.
+    ``session`` is used only for those two reads: None when neither is needed. ``token``: the
+    attempt's job token (``credentials.job_token``), the ``github.token`` context.
     """
     from forge_ci.runs.event_payload import run_inputs
+
+    def models() -> Session:
+        assert session is not None, "a job with needs, or unread variables, need a session"
+        return session
 
     plan_job = job.definition()
     steps = list(plan_job.get("steps", []))
@@ -101,9 +124,9 @@ def build_assignment(
     actions = wire_actions(run, attempt.id, job_action_keys(run.actions or {}, steps))
     needs: dict[str, Any] = {}
     if job.needs:
-        full_run, full_job = session.get(Run, run.id), session.get(Job, job.id)
+        full_run, full_job = models().get(Run, run.id), models().get(Job, job.id)
         assert full_run is not None and full_job is not None
-        graph = RunGraph(session, full_run)
+        graph = RunGraph(models(), full_run)
         needs = {name: entry.as_context() for name, entry in graph.needs_context(full_job).items()}
     return Assignment(
         attempt_id=attempt.id,
@@ -119,7 +142,7 @@ def build_assignment(
         steps=tuple(_wire_step(step, references) for step in steps),
         outputs=dict(plan_job.get("outputs") or {}),
         contexts={
-            "github": github_context(run, job, job_token(attempt_token)),
+            "github": github_context(run, job, token),
             "matrix": plan_job.get("matrix"),
             "strategy": plan_job.get("strategy"),
             "needs": needs,
@@ -127,7 +150,7 @@ def build_assignment(
             # Current values (like secrets): a rerun sees the variables as they are now.
             "vars": variables
             if variables is not None
-            else variables_for(session, run.repository_id, run.ref, run.workflow_path),
+            else variables_for(models(), run.repository_id, run.ref, run.workflow_path),
         },
         source_archive_path=source_archive_path(attempt.id) if reads_contents(plan_job) else "",
         actions=actions,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import insert
 from sqlalchemy.engine import Connection
@@ -60,14 +60,52 @@ class IssuedTokens:
     digest: str
     job_token_hash: str
     log_mask: str
+    #: The job token itself (``github.token``), for the assignment.
+    job_token: str = field(repr=False, default="")
 
     @classmethod
     def of(cls, attempt_token: str) -> IssuedTokens:
         issued = job_token(attempt_token)
-        return cls(token_hash(attempt_token), token_hash(issued), mask_of([attempt_token, issued]))
+        return cls(
+            token_hash(attempt_token),
+            token_hash(issued),
+            mask_of([attempt_token, issued]),
+            issued,
+        )
 
 
-def new_attempt(
+class LeasedAttempt(NamedTuple):
+    """A claimed attempt's row values (:data:`CLAIMED_COLUMNS`), without an ORM object: what
+    the direct path inserts and builds the assignment from (``id`` once inserted or
+    reserved)."""
+
+    job_id: int
+    number: int
+    provider_id: int
+    repository_id: int
+    request_id: str
+    token_hash: str
+    state: str
+    timeout_minutes: int
+    claimed_at: datetime
+    lease_expires_at: datetime
+    next_check_at: datetime
+    log_mask: str
+    job_token_hash: str
+    id: int = 0
+    #: A new attempt's job deadline starts when its runner reports the job started.
+    job_deadline_at: datetime | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The row's columns a claim sets (:data:`CLAIMED_COLUMNS`)."""
+        return dict(zip(CLAIMED_COLUMNS, self, strict=False))
+
+
+#: The attempt columns a claim sets (the others keep their column defaults).
+CLAIMED_COLUMNS = LeasedAttempt._fields[: LeasedAttempt._fields.index("id")]
+
+
+def leased_attempt(
     *,
     job_id: int,
     number: int,
@@ -79,11 +117,12 @@ def new_attempt(
     now: datetime,
     lease: timedelta,
     issued: IssuedTokens | None = None,
-) -> Attempt:
-    """The leased attempt a claim creates (not yet added to a session or inserted)."""
+) -> LeasedAttempt:
+    """The leased attempt a claim creates, as row values."""
     issued = issued or IssuedTokens.of(request.attempt_token)
     assert issued.digest == digest
-    attempt = Attempt(
+    lease_expires_at = now + lease
+    return LeasedAttempt(
         job_id=job_id,
         number=number,
         provider_id=provider_id,
@@ -93,30 +132,20 @@ def new_attempt(
         state=states.LEASED,
         timeout_minutes=int(plan_job.get("timeout_minutes") or DEFAULT_TIMEOUT_MINUTES),
         claimed_at=now,
-        lease_expires_at=now + lease,
+        lease_expires_at=lease_expires_at,
+        # As leases.refresh_next_check: a new attempt has no job deadline or cancellation yet.
+        next_check_at=lease_expires_at,
         log_mask=issued.log_mask,
         job_token_hash=issued.job_token_hash,
     )
+
+
+def new_attempt(**facts: Any) -> Attempt:
+    """The leased attempt a claim creates (not yet added to a session or inserted), as a
+    model; the arguments are :func:`leased_attempt`'s."""
+    attempt = Attempt(**leased_attempt(**facts).values())
     refresh_next_check(attempt)
     return attempt
-
-
-#: The attempt columns a claim sets (the others keep their column defaults).
-CLAIMED_COLUMNS = (
-    "job_id",
-    "number",
-    "provider_id",
-    "repository_id",
-    "request_id",
-    "token_hash",
-    "state",
-    "timeout_minutes",
-    "claimed_at",
-    "lease_expires_at",
-    "next_check_at",
-    "log_mask",
-    "job_token_hash",
-)
 
 
 def insert_steps(

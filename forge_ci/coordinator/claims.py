@@ -35,11 +35,13 @@ import os
 import random
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Select, UniqueConstraint, and_, exists, func, or_, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -56,7 +58,7 @@ from forge_ci.coordinator.claim_rows import (
     insert_steps,
     new_attempt,
 )
-from forge_ci.coordinator.credentials import hashes_match, token_hash
+from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
 from forge_ci.coordinator.errors import ClaimConflict
 from forge_ci.coordinator.leases import LEASE
 from forge_ci.coordinator.providers import authenticate_provider
@@ -107,7 +109,7 @@ def _replay(session: Session, attempt: Attempt, request: ClaimRequest, now: date
         )
     job = session.get(Job, attempt.job_id)
     assert job is not None
-    return build_assignment(session, attempt, job, job.run, now, request.attempt_token)
+    return build_assignment(session, attempt, job, job.run, now, job_token(request.attempt_token))
 
 
 def _check_fresh_token(session: Session, provider: Provider, token: str) -> str:
@@ -274,7 +276,7 @@ def _allocate(
     start_job(session, job, now)
     session.add(attempt)
     session.flush()
-    assignment = build_assignment(session, attempt, job, run, now, request.attempt_token)
+    assignment = build_assignment(session, attempt, job, run, now, job_token(request.attempt_token))
     insert_steps(session.connection(), attempt.id, plan_job, assignment)
     return assignment
 
@@ -476,15 +478,18 @@ def claim(
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.
     issued = IssuedTokens.of(request.attempt_token)
+    with sessions() as session:
+        # The direct path runs on the engine's own connections; sessions are for the ORM path.
+        engine = session.get_bind()
+        assert isinstance(engine, Engine), "claims take sessions bound to an engine"
+    sqlite = engine.dialect.name == "sqlite"
     with ExitStack() as stack:
         early: direct_claims.EarlyLook | None = None
-        with sessions() as session:
-            sqlite = is_sqlite(session)
-            if sqlite and token is not None:
-                # SQLite has one writer at a time: answer empty polls without asking for the
-                # lock (and keep the look for the claim, while it is true).
-                look = direct_claims.early_look(session, token, request, issued.digest)
-                early = stack.enter_context(look)
+        if sqlite and token is not None:
+            # SQLite has one writer at a time: answer empty polls without asking for the
+            # lock (and keep the look for the claim, while it is true).
+            look = direct_claims.early_look(engine, token, request, issued.digest)
+            early = stack.enter_context(look)
         # None: not a valid credential (SQLite's look found none, or there is no token).
         nothing = early.nothing_to_claim(clock()) if early else (None if sqlite else False)
         if nothing is None:
@@ -493,73 +498,81 @@ def claim(
             nothing = False
         if nothing:
             return None
-        sqlite_lock = lock_dir if sqlite else None
-        return _rounds(sessions, token, request, source, clock, sqlite_lock, lease, issued, early)
+        rounds = _Rounds(sessions, engine, token, request, source, clock, lease, issued)
+        return rounds.run(lock_dir if sqlite else None, early)
 
 
-def _rounds(
-    sessions: SessionScope,
-    token: str | None,
-    request: ClaimRequest,
-    source: secrets.SecretSource,
-    clock: Callable[[], datetime],
-    sqlite_lock: Path | None,
-    lease: timedelta,
-    issued: IssuedTokens,
-    early: direct_claims.EarlyLook | None,
-) -> Assignment | None:
-    """The claim's transactions (see :func:`claim`): ``sqlite_lock``, the folder of the claims'
-    file lock (SQLite); ``early``, the SQLite look before the lock, for the first one."""
-    wait_for: int | None = None
-    for _ in range(MAX_ROUNDS):
-        with _sqlite_claim_lock(sqlite_lock, early) as usable, sessions() as session:
+@dataclass
+class _Rounds:
+    """One claim's transactions (see :func:`claim`)."""
+
+    sessions: SessionScope
+    engine: Engine
+    token: str | None
+    request: ClaimRequest
+    source: secrets.SecretSource
+    clock: Callable[[], datetime]
+    lease: timedelta
+    issued: IssuedTokens
+
+    def run(
+        self, sqlite_lock: Path | None, early: direct_claims.EarlyLook | None
+    ) -> Assignment | None:
+        """The rounds: ``sqlite_lock``, the folder of the claims' file lock (SQLite);
+        ``early``, the SQLite look before the lock, for the first one."""
+        wait_for: int | None = None
+        for _ in range(MAX_ROUNDS):
+            with _sqlite_claim_lock(sqlite_lock, early) as usable:
+                early = None  # the first round's only (claim_direct closes its connection)
+                try:
+                    outcome = self.one(wait_for, usable)
+                except IntegrityError as error:
+                    # Rolled back (the direct path's connection, or the ORM path's session).
+                    if not _lost_race(error):
+                        raise
+                    wait_for = None
+                    continue
+            if outcome.assignment is not None or not outcome.busy_repositories:
+                return outcome.assignment
+            # Any busy repository, not the first: claimers that all saw the same order would
+            # otherwise queue on one lock while other repositories' work waits.
+            wait_for = random.choice(outcome.busy_repositories)
+        return None
+
+    def one(self, wait_for: int | None, early: direct_claims.EarlyLook | None) -> ClaimOutcome:
+        """One claim transaction, committed: the direct path first, and when it leaves the
+        claim the ORM path, in a session of its own. ``early``: see
+        :func:`.direct_claims.claim_direct`."""
+        now = self.clock()
+        outcome = direct_claims.claim_direct(
+            self.engine,
+            self.token,
+            self.request,
+            now,
+            self.source,
+            self.lease,
+            self.issued,
+            wait_for,
+            early,
+        )
+        if outcome is not direct_claims.UNHANDLED:
+            assert isinstance(outcome, ClaimOutcome)
+            return outcome
+        with self.sessions() as session:
             try:
-                outcome = _claim_round(
-                    session, token, request, clock(), source, wait_for, lease, issued, usable
+                outcome = claim_once(
+                    session,
+                    self.token,
+                    self.request,
+                    now,
+                    self.source,
+                    wait_for_repository=wait_for,
+                    lease=self.lease,
                 )
-                session.commit()
             except ClaimConflict:
                 # Raised before any change but a reconciliation (a replayed attempt found to
                 # have run out of lease), which stands.
                 session.commit()
                 raise
-            except IntegrityError as error:
-                session.rollback()
-                if not _lost_race(error):
-                    raise
-                wait_for = None
-                continue
-            finally:
-                early = None  # the first round's only (claim_direct closed its connection)
-        if outcome.assignment is not None or not outcome.busy_repositories:
-            return outcome.assignment
-        # Any busy repository, not the first: claimers that all saw the same order would
-        # otherwise queue on one lock while other repositories' work waits.
-        wait_for = random.choice(outcome.busy_repositories)
-    return None
-
-
-def _claim_round(
-    session: Session,
-    token: str | None,
-    request: ClaimRequest,
-    now: datetime,
-    source: secrets.SecretSource,
-    wait_for: int | None,
-    lease: timedelta,
-    issued: IssuedTokens,
-    early: direct_claims.EarlyLook | None = None,
-) -> ClaimOutcome:
-    """One claim transaction: the direct path first, and when it leaves the claim the ORM path,
-    in ``session``. ``issued``: the fresh token's derived values; ``early``: see
-    :func:`.direct_claims.claim_direct`."""
-    # Its own transaction (committed, or rolled back when it leaves the claim).
-    outcome = direct_claims.claim_direct(
-        session, token, request, now, source, lease, issued, wait_for, early
-    )
-    if outcome is not direct_claims.UNHANDLED:
-        assert isinstance(outcome, ClaimOutcome)
-        return outcome
-    return claim_once(
-        session, token, request, now, source, wait_for_repository=wait_for, lease=lease
-    )
+            session.commit()
+            return outcome

@@ -55,13 +55,12 @@ from forge_ci.coordinator import secrets
 from forge_ci.coordinator.assignments import build_assignment
 from forge_ci.coordinator.attempts import may_run_code
 from forge_ci.coordinator.claim_rows import (
-    CLAIMED_COLUMNS,
     EPOCH,
     Candidate,
     ClaimOutcome,
     IssuedTokens,
     fairness_order,
-    new_attempt,
+    leased_attempt,
     step_rows,
 )
 from forge_ci.coordinator.credentials import hashes_match, token_hash
@@ -203,13 +202,13 @@ class EarlyLook:
 
 @contextmanager
 def early_look(
-    session: Session, token: str, request: ClaimRequest, digest: str
+    engine: Engine, token: str, request: ClaimRequest, digest: str
 ) -> Iterator[EarlyLook]:
     """The SQLite look before the write lock (one statement, in a deferred transaction that
-    takes no lock), on a connection of the session's writer engine held until the block ends:
-    the claim's own transaction runs on it (see :func:`claim_direct`). On a reader's connection
+    takes no lock), on a connection of the writers' ``engine`` held until the block ends: the
+    claim's own transaction runs on it (see :func:`claim_direct`). On a reader's connection
     every page another connection wrote since is read again (the look cost about 1.6x)."""
-    with _connect(session) as connection:
+    with engine.connect() as connection:
         cursor = cursor_of(connection)
         cursor.execute("BEGIN")  # deferred: takes no lock, and the look only reads
         try:
@@ -218,13 +217,6 @@ def early_look(
         finally:
             connection.connection.rollback()
         yield EarlyLook(connection, seen, version)
-
-
-def _connect(session: Session) -> Connection:
-    """A new Core connection of the session's engine (its reader's or its writer's)."""
-    bind = session.get_bind()
-    assert isinstance(bind, Engine), "claims take sessions bound to an engine"
-    return bind.connect()
 
 
 def _touch(
@@ -263,7 +255,7 @@ class _Claim:
 
 
 def claim_direct(
-    session: Session,
+    engine: Engine,
     token: str | None,
     request: ClaimRequest,
     now: datetime,
@@ -273,21 +265,21 @@ def claim_direct(
     wait_for: int | None = None,
     early: EarlyLook | None = None,
 ) -> ClaimOutcome | _Unhandled:
-    """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide
-    in ``session``, which this leaves untouched). The transaction is a Core connection of the
-    session's writer engine (``BEGIN IMMEDIATE`` on SQLite), not the session's own: its
-    machinery cost about as much as the statements. ``issued``: the fresh token's derived
-    values, computed before the transaction (else here). ``wait_for`` (PostgreSQL, a later
-    round of one claim): a repository that was busy, whose lock this transaction waits for
-    first. ``early`` (SQLite): the look before the lock, whose connection this transaction
-    uses (and closes), and whose rows it uses when they are still true."""
+    """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide).
+    The transaction is a Core connection of the writers' ``engine`` (``BEGIN IMMEDIATE`` on
+    SQLite), not an ORM session's: a session's machinery cost about as much as the statements.
+    ``issued``: the fresh token's derived values, computed before the transaction (else
+    here). ``wait_for`` (PostgreSQL, a later round of one claim): a repository that was busy,
+    whose lock this transaction waits for first. ``early`` (SQLite): the look before the lock,
+    whose connection this transaction uses (and closes), and whose rows it uses when they are
+    still true."""
     if token is None:
         return UNHANDLED
     issued = issued or IssuedTokens.of(request.attempt_token)
     # The early look's connection too is closed at the end (rolled back if still in a
     # transaction): a claim holds one pooled connection at a time, and a later round or the
     # ORM path never waits for this transaction's write lock.
-    with early.connection if early else _connect(session) as connection:
+    with early.connection if early else engine.connect() as connection:
         connection.begin()
         claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
         try:
@@ -435,7 +427,7 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Le
     if run.state == states.QUEUED:
         # No job of a queued run has started before, so this one's start is the run's.
         states.require_transition("run", run.state, states.RUNNING)
-    attempt = new_attempt(
+    attempt = leased_attempt(
         job_id=job.id,
         number=(row.last_number or 0) + 1,
         provider_id=seen.provider_id,
@@ -447,16 +439,19 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Le
         lease=claim.lease,
         issued=claim.issued,
     )
-    values = {name: getattr(attempt, name) for name in CLAIMED_COLUMNS}
+    values = attempt.values()
+    # The ORM session is for the ``needs`` context only (the variables are read here).
+    models = claim.session() if job.needs else None
     reserved = getattr(row, "reserved_id", None)
     if reserved is None:
         # SQLite: the attempt's id comes from its insert, then the steps are inserted.
         started = _start(claim, job.id, run, row.queue_labels, values)
         if started is None:
             return _LEFT_QUEUE
-        attempt.id, variables = started
+        attempt_id, variables = started
+        attempt = attempt._replace(id=attempt_id)
         assignment = build_assignment(
-            claim.session(), attempt, job, run, now, claim.request.attempt_token, variables
+            models, attempt, job, run, now, claim.issued.job_token, variables
         )
         steps = step_rows(attempt.id, plan_job, assignment)
         if steps:
@@ -464,10 +459,8 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Le
         return assignment
     # PostgreSQL: the id was reserved by the take, so the assignment (but for the variables,
     # read with the writes) and its steps are known before the writes, which insert them too.
-    attempt.id = reserved
-    assignment = build_assignment(
-        claim.session(), attempt, job, run, now, claim.request.attempt_token, {}
-    )
+    attempt = attempt._replace(id=reserved)
+    assignment = build_assignment(models, attempt, job, run, now, claim.issued.job_token, {})
     steps = step_rows(attempt.id, plan_job, assignment)
     started = _start(claim, job.id, run, row.queue_labels, {**values, "id": reserved}, steps)
     if started is None:

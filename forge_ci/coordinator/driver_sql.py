@@ -46,6 +46,13 @@ class Prepared:
         self._binds: list[tuple[str, _Processor, bool]] = [
             (name, processors.get(name), name in required) for name in names or ()
         ]
+        #: The statement's own values as bound (processed once, not at each execution).
+        self._static_bound = {
+            name: value if processor is None else processor(value)
+            for name, processor, _ in self._binds
+            if name in self._static
+            for value in (self._static[name],)
+        }
         self._positional = bool(compiled.positional)
         columns = compiled._result_columns or []
         self._results: list[_Processor] = [
@@ -55,14 +62,16 @@ class Prepared:
         self.row: Any = namedtuple("Row", [entry.keyname for entry in columns])  # type: ignore[misc]
 
     def parameters(self, values: Mapping[str, Any]) -> Any:
-        static = self._static
-        pairs = [
-            (name, processor, values[name] if required or name in values else static[name])
-            for name, processor, required in self._binds
+        static = self._static_bound
+        bound = [
+            (values[name] if p is None else p(values[name]))
+            if required or name in values
+            else static[name]
+            for name, p, required in self._binds
         ]
         if self._positional:
-            return tuple(value if p is None else p(value) for _, p, value in pairs)
-        return {name: value if p is None else p(value) for name, p, value in pairs}
+            return tuple(bound)
+        return dict(zip((name for name, _, _ in self._binds), bound, strict=True))
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> Any:
         parameters = self.parameters(values)

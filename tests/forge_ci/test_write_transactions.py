@@ -25,6 +25,7 @@ import pytest
 from pygit2.enums import FileMode
 from sqlalchemy import Column, Float, Integer, MetaData, Table, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from forge_ci.accounts import add_key, create_user, remove_key
@@ -282,3 +283,32 @@ def test_a_read_only_session_refuses_to_write(database: Database) -> None:
             session.execute(text("INSERT INTO users (name) VALUES ('mallory')"))
     with database.session(read_only=True) as session:
         assert session.scalar(text("SELECT count(*) FROM users")) == 0
+
+
+@pytest.mark.parametrize("db_kind", ["sqlite"])  # the BEGIN IMMEDIATE of forge_ci.db's SQLite rules
+def test_a_writer_refused_the_lock_gets_sqlalchemys_error(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write transaction's BEGIN runs on the driver's connection; when the lock is held
+    past the busy timeout, the caller still gets SQLAlchemy's OperationalError, which names
+    the statement, and the engine's next writer begins once the lock is free."""
+    monkeypatch.setattr("forge_ci.db.SQLITE_BUSY_TIMEOUT_MS", 50)
+    database = Database(settings)
+    path = make_url(settings.database_url).database
+    assert path is not None
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with database.session() as session:
+            with pytest.raises(OperationalError, match="database is locked") as refused:
+                session.execute(text("SELECT count(*) FROM users"))
+        assert refused.value.statement == "BEGIN IMMEDIATE"
+        holder.execute("ROLLBACK")
+        with database.session() as session:
+            create_user(session, OPERATOR, "carol", None)
+            session.commit()
+        with database.session(read_only=True) as session:
+            assert session.scalar(text("SELECT count(*) FROM users WHERE name = 'carol'")) == 1
+    finally:
+        holder.close()
+        database.dispose()
