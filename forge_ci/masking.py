@@ -138,14 +138,27 @@ def patterns_for(values: Iterable[str]) -> frozenset[str]:
     for value in values:
         if not value:
             continue
-        parts = {value}
-        parts.update(line for line in _lines(value) if _long_enough(line))
-        for part in list(parts):
-            parts.update(_nested(part))
-        for part in parts:
-            patterns.add(part)
-            patterns.update(_escaped(part))
+        if value.isascii() and value.isalnum():
+            # A credential's usual form: one line, nothing JSON escapes, not a JSON document,
+            # so it is its own only pattern (what _derived finds, without the work).
+            patterns.add(value)
+            continue
+        patterns.update(_derived(value))
     return frozenset(p for p in patterns if p)
+
+
+def _derived(value: str) -> set[str]:
+    """The patterns of one value: itself, its long lines, the strings of a JSON document in
+    it, and the JSON-escaped forms of each."""
+    parts = {value}
+    parts.update(line for line in _lines(value) if _long_enough(line))
+    for part in list(parts):
+        parts.update(_nested(part))
+    patterns: set[str] = set()
+    for part in parts:
+        patterns.add(part)
+        patterns.update(_escaped(part))
+    return patterns
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from forge_ci.masking import (
     CarryUnreadable,
     Masker,
     MaskerCache,
+    _derived,
     mask_of,
     open_carry,
     patterns_for,
@@ -33,6 +34,19 @@ def stream(masker: Masker, chunks: list[str]) -> str:
         stored.append(emitted)
     stored.append(masker.finish(carry))
     return "".join(stored)
+
+
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+@given(st.text(alphabet=_ALNUM, min_size=1) | st.text(min_size=1))
+def test_a_plain_value_s_patterns_are_what_the_full_derivation_finds(value: str) -> None:
+    """patterns_for takes a one-line alphanumeric value (a credential) as its own only
+    pattern without deriving; any value gives what the derivation gives."""
+    expected = frozenset(p for p in _derived(value) if p)
+    assert patterns_for([value]) == expected
+    if value.isascii() and value.isalnum():
+        assert expected == {value}
 
 
 def test_values_lines_and_json_forms_are_patterns() -> None:
