@@ -368,14 +368,20 @@ def claim_once(
     waiting, holding = _waiting_out_cancellation(session, pending, now)
     if waiting:
         return ClaimOutcome(None)
-    if wait_for_repository is not None and not holding:
+    candidates = _candidate_repositories(session, provider)
+    if (
+        wait_for_repository is not None
+        and not holding
+        and any(candidate.repository_id == wait_for_repository for candidate in candidates)
+    ):
         # The only lock this transaction waits for; every other one is skipped when busy.
         # (Holding the locks of the reconciliations above, it waits for none: the busy
-        # repository is then tried, as the others, without waiting.)
+        # repository is then tried, as the others, without waiting. Emptied since, it is not
+        # waited for.)
         _lock_repository(session, wait_for_repository, wait=True)
         holding = True
     busy: list[Candidate] = []
-    for candidate in _candidate_repositories(session, provider):
+    for candidate in candidates:
         if candidate.has_row and not _lock_repository(session, candidate.repository_id, wait=False):
             busy.append(candidate)
             continue

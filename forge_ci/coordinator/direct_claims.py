@@ -312,8 +312,9 @@ def _claim(
         return UNHANDLED
     postgres = connection.dialect.name == "postgresql"
     holding = False
-    if wait_for is not None and postgres:
-        # A later round: the one lock this transaction waits for (it holds none yet).
+    if wait_for is not None and postgres and _still_queued(seen, wait_for):
+        # A later round: the one lock this transaction waits for (it holds none yet). One
+        # whose repository the look shows emptied since takes as a first round does.
         _wait_for(claim, wait_for)
         holding = True
     busy: list[Candidate] = []
@@ -340,6 +341,10 @@ def _claim(
             return _outcome(taken)
         busy.remove(chosen)
     return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
+
+
+def _still_queued(seen: Look, repository_id: int) -> bool:
+    return any(candidate.repository_id == repository_id for candidate in seen.candidates)
 
 
 def _groups(candidates: list[Candidate], postgres: bool) -> Iterator[tuple[bool, list[Candidate]]]:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from forge_ci.coordinator import claims, direct_claims
 from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.leases import LEASE
 from forge_ci.coordinator.providers import set_provider_labels
 from forge_ci.coordinator.secrets import NO_SECRETS
 from forge_ci.db import begin_write
@@ -338,3 +339,51 @@ def test_the_orm_path_holding_a_reconciliation_s_lock_waits_for_no_other(
     assert not thread.is_alive()
     if not reconciling:
         assert result[0].assignment is not None
+
+
+@pytest.mark.parametrize("path", ["direct", "orm"])
+def test_a_later_round_does_not_wait_for_a_busy_repository_emptied_since(
+    world: World, path: str
+) -> None:
+    """A later round is told to wait for bob/lib, busy in the round before. bob/lib has
+    nothing queued any more (its holder took its job) and is still held: the round must take
+    alice/app's job at once instead of waiting for a lock that guards nothing for it."""
+    bob_run = world.queue_run(plan_job("b"), repository="bob/lib")
+    bob_claim = world.claim()
+    assert bob_claim is not None and bob_claim.assignment.job_id == world.jobs_of(bob_run)[0].id
+    (alice_job,) = world.jobs_of(world.queue_run(plan_job("a")))
+    bob_id = _repository_id(world, "bob/lib")
+    result: list[Any] = []
+
+    def later_round() -> None:
+        request = ClaimRequest(new_request_id(), new_token(), 0)
+        if path == "direct":
+            outcome = direct_claims.claim_direct(
+                world.database.engine,
+                world.provider_token,
+                request,
+                world.clock(),
+                NO_SECRETS,
+                LEASE,
+                wait_for=bob_id,
+            )
+        else:
+            with world.session() as session:
+                outcome = claims.claim_once(
+                    session,
+                    world.provider_token,
+                    request,
+                    world.clock(),
+                    NO_SECRETS,
+                    wait_for_repository=bob_id,
+                )
+                session.commit()
+        result.append(outcome)
+
+    with held(world, "bob/lib"):
+        thread = threading.Thread(target=later_round, daemon=True)
+        thread.start()
+        thread.join(SETTLE)
+        assert not thread.is_alive(), "it waited for bob/lib, which has nothing queued"
+    (outcome,) = result
+    assert outcome.assignment is not None and outcome.assignment.job_id == alice_job.id
