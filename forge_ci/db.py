@@ -107,13 +107,18 @@ def _configure_sqlite(engine: Engine) -> None:
 def _on_driver(conn: Connection, statement: str) -> None:
     """``statement`` on the driver's connection under ``conn``: SQLAlchemy's own execution
     costs several times what SQLite does, at the start of every transaction. The driver's
-    errors ("database is locked") are raised as SQLAlchemy's, as its execution raises them."""
+    errors ("database is locked") are raised as SQLAlchemy's, as its execution raises them,
+    and a connection found closed under the pool is invalidated, as its execution does (the
+    statement is not seen by execution events or echo)."""
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
     except dbapi_error as error:
+        gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, None)
+        if gone:
+            conn.invalidate(error)
         raise sa_exc.DBAPIError.instance(
-            statement, None, error, dbapi_error, dialect=conn.dialect
+            statement, None, error, dbapi_error, connection_invalidated=gone, dialect=conn.dialect
         ) from error
 
 

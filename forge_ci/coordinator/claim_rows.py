@@ -60,8 +60,9 @@ class IssuedTokens:
     digest: str
     job_token_hash: str
     log_mask: str
-    #: The job token itself (``github.token``), for the assignment.
-    job_token: str = field(repr=False, default="")
+    #: The job token itself (``github.token``), for the assignment (required: an assignment
+    #: built without it would carry an empty token that every source fetch refuses).
+    job_token: str = field(repr=False)
 
     @classmethod
     def of(cls, attempt_token: str) -> IssuedTokens:
@@ -101,8 +102,24 @@ class LeasedAttempt(NamedTuple):
         return dict(zip(CLAIMED_COLUMNS, self, strict=False))
 
 
-#: The attempt columns a claim sets (the others keep their column defaults).
-CLAIMED_COLUMNS = LeasedAttempt._fields[: LeasedAttempt._fields.index("id")]
+#: The attempt columns a claim sets (the others keep their column defaults), written out: a
+#: field added to :class:`LeasedAttempt` is not inserted unless it is named here too.
+CLAIMED_COLUMNS = (
+    "job_id",
+    "number",
+    "provider_id",
+    "repository_id",
+    "request_id",
+    "token_hash",
+    "state",
+    "timeout_minutes",
+    "claimed_at",
+    "lease_expires_at",
+    "next_check_at",
+    "log_mask",
+    "job_token_hash",
+)
+assert LeasedAttempt._fields[: len(CLAIMED_COLUMNS)] == CLAIMED_COLUMNS, "values() zips in order"
 
 
 def leased_attempt(
@@ -140,10 +157,10 @@ def leased_attempt(
     )
 
 
-def new_attempt(**facts: Any) -> Attempt:
+def new_attempt(leased: LeasedAttempt) -> Attempt:
     """The leased attempt a claim creates (not yet added to a session or inserted), as a
-    model; the arguments are :func:`leased_attempt`'s."""
-    attempt = Attempt(**leased_attempt(**facts).values())
+    model (the ORM path's)."""
+    attempt = Attempt(**leased.values())
     refresh_next_check(attempt)
     return attempt
 

@@ -35,7 +35,7 @@ import os
 import random
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from forge_ci.coordinator.claim_rows import (
     IssuedTokens,
     fairness_order,
     insert_steps,
+    leased_attempt,
     new_attempt,
 )
 from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
@@ -262,15 +263,17 @@ def _allocate(
         session.scalar(select(func.max(Attempt.number)).where(Attempt.job_id == job.id)) or 0
     ) + 1
     attempt = new_attempt(
-        job_id=job.id,
-        number=number,
-        provider_id=provider.id,
-        repository_id=run.repository_id,
-        request=request,
-        digest=digest,
-        plan_job=plan_job,
-        now=now,
-        lease=lease,
+        leased_attempt(
+            job_id=job.id,
+            number=number,
+            provider_id=provider.id,
+            repository_id=run.repository_id,
+            request=request,
+            digest=digest,
+            plan_job=plan_job,
+            now=now,
+            lease=lease,
+        )
     )
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
@@ -487,7 +490,8 @@ def claim(
     with sessions() as session:
         # The direct path runs on the engine's own connections; sessions are for the ORM path.
         engine = session.get_bind()
-        assert isinstance(engine, Engine), "claims take sessions bound to an engine"
+    if not isinstance(engine, Engine):  # a programming error, whatever the credential
+        raise TypeError(f"claims take sessions bound to an engine, not to {type(engine)!r}")
     sqlite = engine.dialect.name == "sqlite"
     with ExitStack() as stack:
         early: direct_claims.EarlyLook | None = None
@@ -514,8 +518,8 @@ class _Rounds:
 
     sessions: SessionScope
     engine: Engine
-    token: str | None
-    request: ClaimRequest
+    token: str | None = field(repr=False)  # credentials stay out of reprs and tracebacks
+    request: ClaimRequest = field(repr=False)
     source: secrets.SecretSource
     clock: Callable[[], datetime]
     lease: timedelta

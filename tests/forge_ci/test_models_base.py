@@ -54,6 +54,9 @@ def test_the_fused_result_agrees_with_the_layers(value: datetime) -> None:
         # SQLite's CURRENT_TIMESTAMP form, and a date alone.
         f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value:%H:%M:%S}",
         f"{value.year:04d}-{value.month:02d}-{value.day:02d}",
+        # What other writers may have stored: a "T" separator, an offset, a short fraction.
+        value.isoformat(),
+        value.astimezone(UTC).replace(tzinfo=None).isoformat("T", "milliseconds") + "Z",
     ):
         assert result(text) == reference_result(text)
         assert result(text).tzinfo is UTC

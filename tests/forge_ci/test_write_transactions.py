@@ -25,7 +25,7 @@ import pytest
 from pygit2.enums import FileMode
 from sqlalchemy import Column, Float, Integer, MetaData, Table, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from forge_ci.accounts import add_key, create_user, remove_key
@@ -311,4 +311,30 @@ def test_a_writer_refused_the_lock_gets_sqlalchemys_error(
             assert session.scalar(text("SELECT count(*) FROM users WHERE name = 'carol'")) == 1
     finally:
         holder.close()
+        database.dispose()
+
+
+@pytest.mark.parametrize("db_kind", ["sqlite"])  # the BEGIN of forge_ci.db's SQLite rules
+def test_a_connection_closed_under_the_pool_is_invalidated_at_its_begin(
+    settings: Settings,
+) -> None:
+    """The BEGIN on the driver's connection finds it closed: the error says the connection
+    was invalidated, as SQLAlchemy's own execution says, and the pool's next connection is a
+    new one that works."""
+    database = Database(settings)
+    try:
+        connection = database.engine.connect()
+        connection.connection.driver_connection.close()  # type: ignore[union-attr]
+        with pytest.raises(DBAPIError, match="closed database") as refused:
+            connection.begin()
+        assert refused.value.statement.startswith("BEGIN")
+        assert refused.value.connection_invalidated
+        assert connection.invalidated
+        connection.close()
+        with database.session() as session:
+            create_user(session, OPERATOR, "dave", None)
+            session.commit()
+        with database.session(read_only=True) as session:
+            assert session.scalar(text("SELECT count(*) FROM users WHERE name = 'dave'")) == 1
+    finally:
         database.dispose()
