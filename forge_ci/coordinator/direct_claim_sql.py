@@ -226,32 +226,45 @@ def take_statement(dialect: str, labels: int) -> Any:
 def first_free_take_statement() -> Any:
     """PostgreSQL: the take from the first of several repositories (``repositories``, an array
     in fairness order) whose scheduling row no other claimer holds, and that row locked, in one
-    round trip: each repository's head is found by index seeks, then the rows are locked in
-    that order ``SKIP LOCKED`` until one is had. ``label_keys``: the label sets the provider
-    may take (the same for every repository). The row names the repository it took from and
-    holds the attempt's reserved id; no row: each was busy or has nothing queued any more."""
+    round trip: the rows of the repositories with work queued for ``label_keys`` (the label
+    sets the provider may take, the same for every repository) are locked in that order
+    ``SKIP LOCKED`` until one is had, and only then is that repository's head taken, by index
+    seeks (a busy repository costs one probe of its counts, not a take). The row names the
+    repository it took from and holds the attempt's reserved id; no row: each was busy or has
+    nothing queued any more."""
     counts, sequences = table_of(QueueCount), table_of(RunSequence)
+    label_keys = bindparam("label_keys", type_=ARRAY(counts.c.labels.type))
     wanted = (
         func.unnest(bindparam("repositories", type_=ARRAY(Integer)))
         .table_valued("repository_id", with_ordinality="ord")
         .render_derived("wanted")
     )
-    taken = _take(
-        "postgresql",
-        counts.c.repository_id == wanted.c.repository_id,
-        counts.c.labels == any_(bindparam("label_keys", type_=ARRAY(counts.c.labels.type))),
-    ).lateral("taken")
-    return (
-        select(*taken.c, _reserved_id())
-        .select_from(
-            wanted.join(sequences, sequences.c.repository_id == wanted.c.repository_id).join(
-                taken, true()
-            )
+    queued = (
+        select(counts.c.repository_id)
+        .where(
+            counts.c.repository_id == wanted.c.repository_id,
+            counts.c.labels == any_(label_keys),
+            counts.c.queued > 0,
         )
+        .exists()
+    )
+    free = (
+        select(sequences.c.repository_id)
+        .select_from(
+            wanted.join(sequences, sequences.c.repository_id == wanted.c.repository_id)
+        )
+        .where(queued)
         .order_by(wanted.c.ord)
         .limit(1)
         .with_for_update(of=sequences, skip_locked=True)
+        .cte("free")
     )
+    taken = _take(
+        "postgresql",
+        counts.c.repository_id == free.c.repository_id,
+        counts.c.labels == any_(label_keys),
+    ).lateral("taken")
+    return select(*taken.c, _reserved_id()).select_from(free.join(taken, true()))
 
 
 def _take(dialect: str, repository: Any, labels: Any) -> Any:
