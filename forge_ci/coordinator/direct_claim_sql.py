@@ -239,8 +239,19 @@ def first_free_take_statement() -> Any:
         .table_valued("repository_id", with_ordinality="ord")
         .render_derived("wanted")
     )
+    # Exactly when the take below finds a row (its count, and its head in the queue): the
+    # lock is never taken on a repository the take then finds nothing in, which would leave
+    # this transaction holding a lock it does not know of while it waits for another.
+    entries = table_of(QueuedJob)
     queued = (
         select(counts.c.repository_id)
+        .join(
+            entries,
+            and_(
+                entries.c.repository_id == counts.c.repository_id,
+                entries.c.labels == counts.c.labels,
+            ),
+        )
         .where(
             counts.c.repository_id == wanted.c.repository_id,
             counts.c.labels == any_(label_keys),

@@ -18,8 +18,9 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 
-from forge_ci.coordinator import claims, direct_claims
+from forge_ci.coordinator import claims, direct_claim_sql, direct_claims
 from forge_ci.coordinator.credentials import new_request_id, new_token
+from forge_ci.coordinator.driver_sql import cursor_of
 from forge_ci.coordinator.leases import LEASE
 from forge_ci.coordinator.providers import set_provider_labels
 from forge_ci.coordinator.secrets import NO_SECRETS
@@ -387,3 +388,34 @@ def test_a_later_round_does_not_wait_for_a_busy_repository_emptied_since(
         assert not thread.is_alive(), "it waited for bob/lib, which has nothing queued"
     (outcome,) = result
     assert outcome.assignment is not None and outcome.assignment.job_id == alice_job.id
+
+
+def test_the_first_free_take_locks_only_a_repository_it_takes_from(world: World) -> None:
+    """alice/app's count says one job is queued but its queue holds none (a count out of step
+    with its entries, which no code path makes: written here by hand). The take must pass over
+    alice/app without locking it and take bob/lib's job: a lock on a repository it then finds
+    nothing in would be held, unknown to the claim, while the claim waits for another."""
+    world.queue_run(plan_job("a"))
+    (bob_job,) = world.jobs_of(world.queue_run(plan_job("b"), repository="bob/lib"))
+    alice_id, bob_id = _repository_id(world, "alice/app"), _repository_id(world, "bob/lib")
+    world.in_session(
+        lambda session: (
+            session.execute(
+                text("DELETE FROM job_queue WHERE repository_id = :id"), {"id": alice_id}
+            ),
+            session.commit(),
+        )
+    )
+    with world.database.engine.connect() as connection:
+        statement = direct_claim_sql.prepared(
+            connection, direct_claim_sql.first_free_take_statement
+        )
+        keys = [key for (key,) in connection.execute(text("SELECT labels FROM job_queue_counts"))]
+        row = statement.first(
+            cursor_of(connection),
+            {"repositories": [alice_id, bob_id], "label_keys": sorted(set(keys))},
+        )
+        assert row is not None and row.queue_repository == bob_id and row.job_id == bob_job.id
+        assert not _locked_by_another(world, "alice/app")
+        assert _locked_by_another(world, "bob/lib")
+        connection.rollback()
