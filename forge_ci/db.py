@@ -28,6 +28,7 @@ roll back first, since it blocks every other writer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -42,6 +43,10 @@ from forge_ci.errors import ConfigurationError, Unavailable
 from forge_ci.settings import Settings, require_data_dir
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+#: A pooled PostgreSQL connection idle this long is pinged before use (:func:`_ping_when_idle`).
+PING_AFTER_IDLE_S = 0.5
+_RETURNED_AT = "forge_ci_returned_at"
 
 #: Execution options read by the SQLite "begin" listener.
 _READ_ONLY = "forge_ci_read_only"
@@ -74,9 +79,34 @@ def create_db_engine(url: str, **kwargs: Any) -> Engine:
         _configure_sqlite(engine)
         return engine
     if parsed.get_backend_name() == "postgresql":
-        kwargs.setdefault("pool_pre_ping", True)
-        return create_engine(url, **kwargs)
+        engine = create_engine(url, **kwargs)
+        _ping_when_idle(engine)
+        return engine
     raise ConfigurationError(f"unsupported database {parsed.get_backend_name()!r}")
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """A pooled PostgreSQL connection is pinged before it is handed out only when it has been
+    idle for :data:`PING_AFTER_IDLE_S` or longer, and replaced when the ping fails (SQLAlchemy's
+    ``pool_pre_ping`` pinged at every checkout: a round trip more for every claim, which
+    waits for the server's turn on a busy machine). A connection returned a moment ago was
+    working a moment ago; one the server dropped in that moment fails its first statement, and
+    SQLAlchemy then replaces the pool's connections."""
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _handed_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get(_RETURNED_AT)  # none: connected just now
+        if returned is None or time.monotonic() - returned < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            # The pool discards this connection and checks out a new one.
+            raise sa_exc.DisconnectionError(f"the idle connection is gone: {error}") from error
 
 
 def _configure_sqlite(engine: Engine) -> None:
