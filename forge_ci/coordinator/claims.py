@@ -481,8 +481,8 @@ def claim(
     a look in a deferred (read) transaction first answers empty polls without taking the
     write lock. Two identical retries racing each other: the loser's insert fails and its next
     round replays the winner's attempt. PostgreSQL: when every candidate repository was busy,
-    the next round waits for one of them. SQLite: claim transactions queue on a file lock in
-    ``lock_dir``.
+    the next round waits for one of them (while its look still shows work there). SQLite:
+    claim transactions queue on a file lock in ``lock_dir``.
     """
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.

@@ -261,9 +261,7 @@ def first_free_take_statement() -> Any:
     )
     free = (
         select(sequences.c.repository_id)
-        .select_from(
-            wanted.join(sequences, sequences.c.repository_id == wanted.c.repository_id)
-        )
+        .select_from(wanted.join(sequences, sequences.c.repository_id == wanted.c.repository_id))
         .where(queued)
         .order_by(wanted.c.ord)
         .limit(1)

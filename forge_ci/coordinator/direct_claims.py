@@ -15,7 +15,8 @@ connection, and the caller runs that path)::
                fairness order whose scheduling row no other claimer holds, that row locked
                FOR UPDATE SKIP LOCKED                          ─ one SELECT (index seeks)
     [wait]     PostgreSQL, every candidate busy: wait for one's lock, take again (a later
-               round of the claim waits for the lock it was told of first)
+               round of the claim waits for the lock it was told of first, if its look
+               still shows work there)
     3 start    job queued -> running, run queued -> running (the state table decides both),
                the queue entry and its count, the attempt and its steps ─ PostgreSQL: one
                statement of data-modifying CTEs (the attempt's id was reserved by the take,
