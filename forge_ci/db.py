@@ -79,8 +79,11 @@ def create_db_engine(url: str, **kwargs: Any) -> Engine:
         _configure_sqlite(engine)
         return engine
     if parsed.get_backend_name() == "postgresql":
+        # Pinging is forge-ci's own (``pool_pre_ping=False`` turns it off).
+        ping = kwargs.pop("pool_pre_ping", True)
         engine = create_engine(url, **kwargs)
-        _ping_when_idle(engine)
+        if ping:
+            _ping_when_idle(engine)
         return engine
     raise ConfigurationError(f"unsupported database {parsed.get_backend_name()!r}")
 
@@ -89,9 +92,11 @@ def _ping_when_idle(engine: Engine) -> None:
     """A pooled PostgreSQL connection is pinged before it is handed out only when it has been
     idle for :data:`PING_AFTER_IDLE_S` or longer, and replaced when the ping fails (SQLAlchemy's
     ``pool_pre_ping`` pinged at every checkout: a round trip more for every claim, which
-    waits for the server's turn on a busy machine). A connection returned a moment ago was
-    working a moment ago; one the server dropped in that moment fails its first statement, and
-    SQLAlchemy then replaces the pool's connections."""
+    waits for the server's turn on a busy machine). A connection returned to the pool a moment
+    ago was working a moment ago; one the server dropped in that moment fails its first
+    statement, and SQLAlchemy then replaces the pool's connections. A failed ping, too, means
+    the server was probably restarted: every connection older than it is replaced, as
+    ``pool_pre_ping`` does, not pinged in turn."""
 
     @event.listens_for(engine, "checkin")
     def _returned(_dbapi_connection: Any, record: Any) -> None:
@@ -105,8 +110,8 @@ def _ping_when_idle(engine: Engine) -> None:
         try:
             engine.dialect.do_ping(dbapi_connection)
         except engine.dialect.loaded_dbapi.Error as error:
-            # The pool discards this connection and checks out a new one.
-            raise sa_exc.DisconnectionError(f"the idle connection is gone: {error}") from error
+            # The pool discards its connections and checks out a new one.
+            raise sa_exc.InvalidatePoolError(f"the idle connection is gone: {error}") from error
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -138,8 +143,9 @@ def _on_driver(conn: Connection, statement: str) -> None:
     """``statement`` on the driver's connection under ``conn``: SQLAlchemy's own execution
     costs several times what SQLite does, at the start of every transaction. The driver's
     errors ("database is locked") are raised as SQLAlchemy's, as its execution raises them,
-    and a connection found closed under the pool is invalidated, as its execution does (the
-    statement is not seen by execution events or echo)."""
+    and a connection found closed under the pool is invalidated (this one: a SQLite file has
+    no server whose restart would have ended the others). The statement is not seen by
+    execution events or echo."""
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]

@@ -371,6 +371,8 @@ def claim_once(
     waiting, holding = _waiting_out_cancellation(session, pending, now)
     if waiting:
         return ClaimOutcome(None)
+    # Read before the wait (as the direct path's look): after it, a repository that gained
+    # work meanwhile waits for the next claim, and the order is the one seen before.
     candidates = _candidate_repositories(session, provider)
     if (
         wait_for_repository is not None

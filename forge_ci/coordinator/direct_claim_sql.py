@@ -202,8 +202,8 @@ def _plan_entry(dialect: str) -> Any:
 
 def _reserved_id() -> Any:
     """PostgreSQL: the id the attempt will have, taken from its sequence by the take, so that
-    the attempt and its steps are inserted in one statement. It is evaluated for each row the
-    take's lock examines (also rows it skips as locked): the unused values are gaps."""
+    the attempt and its steps are inserted in one statement: once per claim that takes a row
+    (a claim that then leaves the job to another round leaves a gap)."""
     sequence = func.pg_get_serial_sequence(literal("attempts"), literal("id"))
     return func.nextval(sequence).label("reserved_id")
 
@@ -229,9 +229,9 @@ def first_free_take_statement() -> Any:
     round trip: the rows of the repositories with work queued for ``label_keys`` (the label
     sets the provider may take, the same for every repository) are locked in that order
     ``SKIP LOCKED`` until one is had, and only then is that repository's head taken, by index
-    seeks (a busy repository costs one probe of its counts, not a take). The row names the
-    repository it took from and holds the attempt's reserved id; no row: each was busy or has
-    nothing queued any more."""
+    seeks (a busy repository costs two index probes, its count and its head, not a take). The
+    row names the repository it took from and holds the attempt's reserved id; no row: each
+    was busy or has nothing queued any more."""
     counts, sequences = table_of(QueueCount), table_of(RunSequence)
     label_keys = bindparam("label_keys", type_=ARRAY(counts.c.labels.type))
     wanted = (
@@ -239,23 +239,28 @@ def first_free_take_statement() -> Any:
         .table_valued("repository_id", with_ordinality="ord")
         .render_derived("wanted")
     )
-    # Exactly when the take below finds a row (its count, and its head in the queue): the
-    # lock is never taken on a repository the take then finds nothing in, which would leave
-    # this transaction holding a lock it does not know of while it waits for another.
+    # Exactly when the take below finds a row (a count, and its head in the queue, found as
+    # the take finds it: one index seek, a subquery the planner cannot turn into a scan of the
+    # repository's entries): the lock is never taken on a repository the take then finds
+    # nothing in, which would leave this transaction holding a lock it does not know of while
+    # it waits for another.
     entries = table_of(QueuedJob)
+    head = (
+        select(entries.c.job_id)
+        .where(
+            entries.c.repository_id == counts.c.repository_id,
+            entries.c.labels == counts.c.labels,
+        )
+        .limit(1)
+        .scalar_subquery()
+    )
     queued = (
         select(counts.c.repository_id)
-        .join(
-            entries,
-            and_(
-                entries.c.repository_id == counts.c.repository_id,
-                entries.c.labels == counts.c.labels,
-            ),
-        )
         .where(
             counts.c.repository_id == wanted.c.repository_id,
             counts.c.labels == any_(label_keys),
             counts.c.queued > 0,
+            head.is_not(None),
         )
         .exists()
     )

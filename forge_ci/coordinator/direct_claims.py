@@ -47,6 +47,7 @@ from itertools import groupby
 from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from forge_ci import states
@@ -66,7 +67,7 @@ from forge_ci.coordinator.claim_rows import (
 )
 from forge_ci.coordinator.credentials import hashes_match, token_hash
 from forge_ci.coordinator.direct_claim_sql import TakenJob, TakenRun
-from forge_ci.coordinator.driver_sql import cursor_of, execute_together
+from forge_ci.coordinator.driver_sql import cursor_of, execute_together, invalidate_if_gone
 from forge_ci.models import (
     Job,
     Run,
@@ -240,7 +241,7 @@ class _Claim:
 
     connection: Connection
     cursor: Any
-    request: ClaimRequest
+    request: ClaimRequest = field(repr=False)  # the attempt token stays out of reprs
     issued: IssuedTokens
     now: datetime
     source: secrets.SecretSource
@@ -286,6 +287,9 @@ def claim_direct(
         try:
             seen = early.still_true(claim.cursor) if early else None
             outcome = _claim(claim, token, wait_for, seen)
+        except DBAPIError as error:
+            invalidate_if_gone(connection, error)
+            raise
         finally:
             if claim._orm is not None:
                 claim._orm.close()
