@@ -226,12 +226,14 @@ def take_statement(dialect: str, labels: int) -> Any:
 def first_free_take_statement() -> Any:
     """PostgreSQL: the take from the first of several repositories (``repositories``, an array
     in fairness order) whose scheduling row no other claimer holds, and that row locked, in one
-    round trip: the rows of the repositories with work queued for ``label_keys`` (the label
-    sets the provider may take, the same for every repository) are locked in that order
-    ``SKIP LOCKED`` until one is had, and only then is that repository's head taken, by index
-    seeks (a busy repository costs two index probes, its count and its head, not a take). The
-    row names the repository it took from and holds the attempt's reserved id; no row: each
-    was busy or has nothing queued any more."""
+    round trip: the rows of the repositories whose counts say work is queued for
+    ``label_keys`` (the label sets the provider may take, the same for every repository) are
+    locked in that order ``SKIP LOCKED`` until one is had, and only then is that repository's
+    head taken, by index seeks (a busy repository costs one probe of its counts, not a take).
+    The row names the repository it locked (``locked_repository``) and holds the attempt's
+    reserved id, and the take's columns, which are null when the take found nothing there
+    (a count out of step with the queue: the caller passes that repository over, knowing it
+    holds its lock). No row: each was busy or has nothing queued any more."""
     counts, sequences = table_of(QueueCount), table_of(RunSequence)
     label_keys = bindparam("label_keys", type_=ARRAY(counts.c.labels.type))
     wanted = (
@@ -239,28 +241,12 @@ def first_free_take_statement() -> Any:
         .table_valued("repository_id", with_ordinality="ord")
         .render_derived("wanted")
     )
-    # Exactly when the take below finds a row (a count, and its head in the queue, found as
-    # the take finds it: one index seek, a subquery the planner cannot turn into a scan of the
-    # repository's entries): the lock is never taken on a repository the take then finds
-    # nothing in, which would leave this transaction holding a lock it does not know of while
-    # it waits for another.
-    entries = table_of(QueuedJob)
-    head = (
-        select(entries.c.job_id)
-        .where(
-            entries.c.repository_id == counts.c.repository_id,
-            entries.c.labels == counts.c.labels,
-        )
-        .limit(1)
-        .scalar_subquery()
-    )
     queued = (
         select(counts.c.repository_id)
         .where(
             counts.c.repository_id == wanted.c.repository_id,
             counts.c.labels == any_(label_keys),
             counts.c.queued > 0,
-            head.is_not(None),
         )
         .exists()
     )
@@ -278,7 +264,9 @@ def first_free_take_statement() -> Any:
         counts.c.repository_id == free.c.repository_id,
         counts.c.labels == any_(label_keys),
     ).lateral("taken")
-    return select(*taken.c, _reserved_id()).select_from(free.join(taken, true()))
+    return select(
+        free.c.repository_id.label("locked_repository"), *taken.c, _reserved_id()
+    ).select_from(free.outerjoin(taken, true()))
 
 
 def _take(dialect: str, repository: Any, labels: Any) -> Any:

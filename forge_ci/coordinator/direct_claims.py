@@ -247,6 +247,8 @@ class _Claim:
     source: secrets.SecretSource
     lease: timedelta
     _orm: Session | None = None
+    #: Whether the transaction holds a repository's lock (then it waits for no other).
+    holding: bool = False
 
     def session(self) -> Session:
         """A session in this claim's transaction, for the model-based checks (a job with
@@ -316,12 +318,10 @@ def _claim(
     if seen.waiting:
         return UNHANDLED
     postgres = connection.dialect.name == "postgresql"
-    holding = False
     if wait_for is not None and postgres and _still_queued(seen, wait_for):
         # A later round: the one lock this transaction waits for (it holds none yet). One
         # whose repository the look shows emptied since takes as a first round does.
         _wait_for(claim, wait_for)
-        holding = True
     busy: list[Candidate] = []
     for lockable, group in _groups(seen.candidates, postgres):
         if lockable:
@@ -337,7 +337,7 @@ def _claim(
             taken = _take_from(claim, seen, candidate)
             if taken is not None:
                 return _outcome(taken)
-    if busy and not holding:
+    if busy and not claim.holding:
         # As the ORM path: wait for one busy repository, holding no other repository lock.
         chosen = random.choice(busy)
         _wait_for(claim, chosen.repository_id)
@@ -363,6 +363,7 @@ def _wait_for(claim: _Claim, repository_id: int) -> None:
     """PostgreSQL: wait for the repository's scheduling row and lock it."""
     statement = sql.prepared(claim.connection, sql.wait_statement)
     statement.execute(claim.cursor, {"repository_id": repository_id}).fetchall()
+    claim.holding = True
 
 
 #: What a take ends in: a leased job, a decided outcome, the ORM path, or nothing taken.
@@ -378,14 +379,20 @@ def _take_first_free(claim: _Claim, seen: Look, group: list[Candidate]) -> _Take
     leased (its lock taken in the same statement), or None (every one was busy or had nothing
     queued); see :func:`_left_queue` for a job taken meanwhile."""
     keys = sorted({key for candidate in group for key in candidate.label_keys})
-    row = sql.prepared(claim.connection, sql.first_free_take_statement).first(
-        claim.cursor,
-        {"repositories": [candidate.repository_id for candidate in group], "label_keys": keys},
-    )
-    if row is None:
-        return None
-    leased = _lease(claim, seen, row)
-    return _left_queue(claim, row.queue_repository) if leased is _LEFT_QUEUE else leased
+    statement = sql.prepared(claim.connection, sql.first_free_take_statement)
+    repositories = [candidate.repository_id for candidate in group]
+    while repositories:
+        row = statement.first(claim.cursor, {"repositories": repositories, "label_keys": keys})
+        if row is None:
+            return None
+        claim.holding = True
+        if row.job_id is not None:
+            leased = _lease(claim, seen, row)
+            return _left_queue(claim, row.queue_repository) if leased is _LEFT_QUEUE else leased
+        # Locked, but the take found no head where the count says one is queued (a count out
+        # of step with its entries): passed over, its lock held to the transaction's end.
+        repositories.remove(row.locked_repository)
+    return None
 
 
 def _take_from(claim: _Claim, seen: Look, candidate: Candidate) -> _Taken:

@@ -390,22 +390,45 @@ def test_a_later_round_does_not_wait_for_a_busy_repository_emptied_since(
     assert outcome.assignment is not None and outcome.assignment.job_id == alice_job.id
 
 
-def test_the_first_free_take_locks_only_a_repository_it_takes_from(world: World) -> None:
+def test_a_repository_whose_count_is_out_of_step_is_passed_over_knowing_its_lock_is_held(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """alice/app's count says one job is queued but its queue holds none (a count out of step
-    with its entries, which no code path makes: written here by hand). The take must pass over
-    alice/app without locking it and take bob/lib's job: a lock on a repository it then finds
-    nothing in would be held, unknown to the claim, while the claim waits for another."""
+    with its entries, which no code path makes: written here by hand, after the look). The
+    take locks alice/app (only the count is probed before the lock), finds nothing there, and
+    says so; the claim passes over it and takes bob/lib's job. Holding alice/app's lock, it
+    must not wait for another repository's lock in that transaction: bob/lib held, the claim
+    waits for it only in a later round, holding none."""
     world.queue_run(plan_job("a"))
     (bob_job,) = world.jobs_of(world.queue_run(plan_job("b"), repository="bob/lib"))
     alice_id, bob_id = _repository_id(world, "alice/app"), _repository_id(world, "bob/lib")
-    world.in_session(
-        lambda session: (
-            session.execute(
-                text("DELETE FROM job_queue WHERE repository_id = :id"), {"id": alice_id}
-            ),
-            session.commit(),
+    real_look = direct_claims.look
+
+    def look_then_break_the_count(*args: Any) -> Any:
+        seen = real_look(*args)
+        world.in_session(
+            lambda session: (
+                session.execute(
+                    text("DELETE FROM job_queue WHERE repository_id = :id"), {"id": alice_id}
+                ),
+                session.commit(),
+            )
         )
-    )
+        monkeypatch.setattr(direct_claims, "look", real_look)  # the first look only
+        return seen
+
+    monkeypatch.setattr(direct_claims, "look", look_then_break_the_count)
+    # Of several busy repositories it would wait for the last: bob/lib, not alice/app.
+    monkeypatch.setattr(direct_claims.random, "choice", lambda options: options[-1])
+    _no_orm_path(monkeypatch)
+    with held(world, "bob/lib") as bob:
+        thread, result = _claim_in_thread(world)
+        _wait_until_blocked_by(world, bob)
+        assert not _locked_by_another(world, "alice/app"), "it waits holding alice/app's lock"
+    thread.join(SETTLE)
+    assert not thread.is_alive()
+    (claimed,) = result
+    assert claimed is not None and claimed.assignment.job_id == bob_job.id
     with world.database.engine.connect() as connection:
         statement = direct_claim_sql.prepared(
             connection, direct_claim_sql.first_free_take_statement
@@ -415,7 +438,6 @@ def test_the_first_free_take_locks_only_a_repository_it_takes_from(world: World)
             cursor_of(connection),
             {"repositories": [alice_id, bob_id], "label_keys": sorted(set(keys))},
         )
-        assert row is not None and row.queue_repository == bob_id and row.job_id == bob_job.id
-        assert not _locked_by_another(world, "alice/app")
-        assert _locked_by_another(world, "bob/lib")
+        assert row is not None and row.locked_repository == alice_id and row.job_id is None
+        assert _locked_by_another(world, "alice/app")
         connection.rollback()
