@@ -304,14 +304,22 @@ def test_a_writer_refused_the_lock_gets_sqlalchemys_error(
                 session.execute(text("SELECT count(*) FROM users"))
         assert refused.value.statement == "BEGIN IMMEDIATE"
         holder.execute("ROLLBACK")
-        with database.session() as session:
-            create_user(session, OPERATOR, "carol", None)
-            session.commit()
-        with database.session(read_only=True) as session:
-            assert session.scalar(text("SELECT count(*) FROM users WHERE name = 'carol'")) == 1
+        _writes_and_reads(database, "carol")
     finally:
         holder.close()
         database.dispose()
+
+
+def _writes_and_reads(database: Database, name: str) -> None:
+    """The engine's next writer commits a user and its next reader finds them."""
+    with database.session() as session:
+        create_user(session, OPERATOR, name, None)
+        session.commit()
+    with database.session(read_only=True) as session:
+        found = session.scalar(
+            text("SELECT count(*) FROM users WHERE name = :name"), {"name": name}
+        )
+        assert found == 1
 
 
 @pytest.mark.parametrize("db_kind", ["sqlite"])  # the BEGIN of forge_ci.db's SQLite rules
@@ -331,10 +339,6 @@ def test_a_connection_closed_under_the_pool_is_invalidated_at_its_begin(
         assert refused.value.connection_invalidated
         assert connection.invalidated
         connection.close()
-        with database.session() as session:
-            create_user(session, OPERATOR, "dave", None)
-            session.commit()
-        with database.session(read_only=True) as session:
-            assert session.scalar(text("SELECT count(*) FROM users WHERE name = 'dave'")) == 1
+        _writes_and_reads(database, "dave")
     finally:
         database.dispose()
