@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 
 import paramiko
+from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from forge_ci.accounts import user_for_key_blob
@@ -70,7 +71,9 @@ class GitServerInterface(paramiko.ServerInterface):  # type: ignore[misc]  # unt
         # denied (publickey)", which sends people hunting for a key problem.
         try:
             with self.database.session(read_only=True) as session:
-                session.connection()
+                # A statement, not only a checkout: the pool hands out a connection used a
+                # moment ago without asking the server (forge_ci.db, PING_AFTER_IDLE_S).
+                session.execute(text("SELECT 1"))
         except SQLAlchemyError as exc:
             log.warning("database unavailable during SSH authentication: %s", exc)
             self.database_unavailable = True
