@@ -143,19 +143,32 @@ def _on_driver(conn: Connection, statement: str) -> None:
     """``statement`` on the driver's connection under ``conn``: SQLAlchemy's own execution
     costs several times what SQLite does, at the start of every transaction. The driver's
     errors ("database is locked") are raised as SQLAlchemy's, as its execution raises them,
-    and a connection found closed under the pool is invalidated (this one: a SQLite file has
-    no server whose restart would have ended the others). The statement is not seen by
-    execution events or echo."""
+    and a connection found closed under the pool is invalidated (:func:`invalidate_if_gone`).
+    The statement is not seen by execution events or echo."""
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
     except dbapi_error as error:
-        gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, None)
-        if gone:
-            conn.invalidate(error)
-        raise sa_exc.DBAPIError.instance(
-            statement, None, error, dbapi_error, connection_invalidated=gone, dialect=conn.dialect
-        ) from error
+        wrapped = sa_exc.DBAPIError.instance(
+            statement, None, error, dbapi_error, dialect=conn.dialect
+        )
+        invalidate_if_gone(conn, wrapped)
+        raise wrapped from error
+
+
+def invalidate_if_gone(connection: Connection, error: sa_exc.StatementError) -> None:
+    """After ``error`` from a statement sent past SQLAlchemy's execution (on the driver's
+    connection or a bare cursor): when it says the connection is gone (closed under the pool,
+    or ended by the server), the connection is invalidated and the error says so, as
+    SQLAlchemy's own execution does; else the connection's end would roll back on the dead
+    connection and raise that error instead of this one."""
+    if connection.invalidated or not isinstance(error, sa_exc.DBAPIError) or error.orig is None:
+        return
+    original: Any = error.orig  # the driver's own error (a DB-API Error)
+    dbapi_connection = connection.connection.dbapi_connection
+    if connection.dialect.is_disconnect(original, dbapi_connection, None):
+        error.connection_invalidated = True
+        connection.invalidate(original)
 
 
 def is_sqlite(session_or_engine: Session | Engine) -> bool:

@@ -46,6 +46,11 @@ class Candidate:
     oldest: datetime = EPOCH
 
 
+def lists_repository(candidates: list[Candidate], repository_id: int) -> bool:
+    """Whether the repository is one of the candidates (a look still shows work queued there)."""
+    return any(candidate.repository_id == repository_id for candidate in candidates)
+
+
 def fairness_order(candidates: list[Candidate]) -> list[Candidate]:
     """Least recently served repository first (ties: the oldest queued job, then the id), so
     one repository with a thousand queued jobs cannot starve another with one."""

@@ -57,6 +57,7 @@ from forge_ci.coordinator.claim_rows import (
     fairness_order,
     insert_steps,
     leased_attempt,
+    lists_repository,
     new_attempt,
 )
 from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
@@ -377,7 +378,7 @@ def claim_once(
     if (
         wait_for_repository is not None
         and not holding
-        and any(candidate.repository_id == wait_for_repository for candidate in candidates)
+        and lists_repository(candidates, wait_for_repository)
     ):
         # The only lock this transaction waits for; every other one is skipped when busy.
         # (Holding the locks of the reconciliations above, it waits for none: the busy

@@ -63,11 +63,13 @@ from forge_ci.coordinator.claim_rows import (
     IssuedTokens,
     fairness_order,
     leased_attempt,
+    lists_repository,
     step_rows,
 )
 from forge_ci.coordinator.credentials import hashes_match, token_hash
 from forge_ci.coordinator.direct_claim_sql import TakenJob, TakenRun
-from forge_ci.coordinator.driver_sql import cursor_of, execute_together, invalidate_if_gone
+from forge_ci.coordinator.driver_sql import cursor_of, execute_together
+from forge_ci.db import invalidate_if_gone
 from forge_ci.models import (
     Job,
     Run,
@@ -318,7 +320,7 @@ def _claim(
     if seen.waiting:
         return UNHANDLED
     postgres = connection.dialect.name == "postgresql"
-    if wait_for is not None and postgres and _still_queued(seen, wait_for):
+    if wait_for is not None and postgres and lists_repository(seen.candidates, wait_for):
         # A later round: the one lock this transaction waits for (it holds none yet). One
         # whose repository the look shows emptied since takes as a first round does.
         _wait_for(claim, wait_for)
@@ -346,10 +348,6 @@ def _claim(
             return _outcome(taken)
         busy.remove(chosen)
     return ClaimOutcome(None, [candidate.repository_id for candidate in busy])
-
-
-def _still_queued(seen: Look, repository_id: int) -> bool:
-    return any(candidate.repository_id == repository_id for candidate in seen.candidates)
 
 
 def _groups(candidates: list[Candidate], postgres: bool) -> Iterator[tuple[bool, list[Candidate]]]:

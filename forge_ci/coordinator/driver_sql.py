@@ -114,20 +114,6 @@ class Prepared:
         return rows[0] if rows else None
 
 
-def invalidate_if_gone(connection: Connection, error: sa_exc.DBAPIError) -> None:
-    """After ``error`` from a statement on the bare cursor: when it says the connection is gone
-    (the server restarted, or ended it), the connection is invalidated and the error says so,
-    as SQLAlchemy's own execution does; else its end would roll back on the dead connection
-    and raise that error instead of this one."""
-    if connection.invalidated or error.orig is None:
-        return
-    original: Any = error.orig  # the driver's own error (a DB-API Error)
-    dbapi_connection = connection.connection.dbapi_connection
-    if connection.dialect.is_disconnect(original, dbapi_connection, None):
-        error.connection_invalidated = True
-        connection.invalidate(original)
-
-
 def _wrap(dialect: Dialect, sql: str, parameters: Any, error: Exception) -> Exception:
     """The driver's ``error`` as SQLAlchemy's execution raises it (``IntegrityError``...)."""
     return sa_exc.DBAPIError.instance(
