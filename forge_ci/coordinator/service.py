@@ -12,13 +12,16 @@ at once, so waiting claims never occupy every worker thread.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TypeVar
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from forge_ci.coordinator import (
@@ -144,10 +147,19 @@ class Coordinator:
             request,
             self.secret_source,
             self.clock,
-            lock_dir=self.settings.locks_dir,
+            lock_dir=self._locks_dir,
             lease=self.lease,
+            engine=self._engine,
         )
         return with_server_url(assignment, self.settings.public_url)
+
+    @functools.cached_property
+    def _engine(self) -> Engine:
+        return claims.bound_engine(self.sessions)
+
+    @functools.cached_property
+    def _locks_dir(self) -> Path:
+        return self.settings.locks_dir
 
     def _signature(self) -> object:
         with self.sessions(read_only=True) as session:

@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from forge_ci.authz import Actor
-from forge_ci.coordinator import claims, direct_claims
+from forge_ci.coordinator import claim_lock, claims, direct_claims
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.providers import pause_provider, resume_provider
 from forge_ci.db import Database
@@ -67,7 +67,7 @@ def test_a_commit_between_the_look_and_the_lock_makes_the_claim_look_again(
     first_job, second_job = (job.id for job in world.jobs_of(run))
     other = world.add_provider("p2", scope="all")
     uses = _looks(monkeypatch)
-    real_lock = claims._sqlite_claim_lock
+    real_lock = claims.sqlite_claim_lock
     raced: list[Any] = []
 
     @contextmanager
@@ -78,7 +78,7 @@ def test_a_commit_between_the_look_and_the_lock_makes_the_claim_look_again(
         with real_lock(lock_dir, early) as usable:
             yield usable
 
-    monkeypatch.setattr(claims, "_sqlite_claim_lock", lock_after_another_claim)
+    monkeypatch.setattr(claims, "sqlite_claim_lock", lock_after_another_claim)
     claimed = world.claim()
     assert raced[0] is not None and raced[0].assignment.job_id == first_job
     # Its look (both jobs queued) was no longer true: it looked again and took the other job.
@@ -92,7 +92,7 @@ def test_a_provider_paused_between_the_look_and_the_lock_claims_nothing(
 ) -> None:
     world.queue_run(plan_job("a"))
     uses = _looks(monkeypatch)
-    real_lock = claims._sqlite_claim_lock
+    real_lock = claims.sqlite_claim_lock
     paused: list[bool] = []
 
     @contextmanager
@@ -103,10 +103,10 @@ def test_a_provider_paused_between_the_look_and_the_lock_claims_nothing(
         with real_lock(lock_dir, early) as usable:
             yield usable
 
-    monkeypatch.setattr(claims, "_sqlite_claim_lock", lock_after_a_pause)
+    monkeypatch.setattr(claims, "sqlite_claim_lock", lock_after_a_pause)
     assert world.claim() is None  # the look was made again under the lock, and refused
     assert uses == [False]
-    monkeypatch.setattr(claims, "_sqlite_claim_lock", real_lock)
+    monkeypatch.setattr(claims, "sqlite_claim_lock", real_lock)
     world.in_session(lambda session: resume_provider(session, OPERATOR, "p1"))
     assert world.claim() is not None  # the job stayed queued for it
 
@@ -164,7 +164,7 @@ def test_a_claim_waiting_for_the_lock_holds_no_connection(
             waiting.set()
         real_flock(fd, operation)
 
-    monkeypatch.setattr(claims.fcntl, "flock", flock)
+    monkeypatch.setattr(claim_lock.fcntl, "flock", flock)
     path = world.settings.locks_dir / "claims.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     holder = os.open(path, os.O_RDWR | os.O_CREAT)
