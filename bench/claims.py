@@ -261,7 +261,7 @@ def main() -> None:
                 f"{rates[-1] / rates[0]:4.2f} (goal: flat, about 1)",
                 flush=True,
             )
-    if "postgres" not in kinds:
+    if "postgres" in options.kinds and "postgres" not in kinds:
         print("postgres: skipped (set FORGE_CI_BENCH_POSTGRES_URL)")
 
 
