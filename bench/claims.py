@@ -91,15 +91,14 @@ def _forge_claimer(args: tuple[Settings, str, int]) -> Measured:
     settings, token, count = args
     database = Database(settings)
     latencies: list[float] = []
-    locks_dir = settings.locks_dir  # as the coordinator: its engine and lock folder known once
 
     def claim_one() -> None:
         assignment = claims.claim(
             database.session,
             token,
             ClaimRequest(new_request_id(), new_token(), 0),
-            lock_dir=locks_dir,
-            engine=database.engine,
+            lock_dir=settings.locks_dir,
+            engine=database.engine,  # as the coordinator: its engine known once
         )
         assert assignment is not None, "the queue ran dry"
 

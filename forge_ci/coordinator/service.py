@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy.engine import Engine
@@ -147,7 +146,7 @@ class Coordinator:
             request,
             self.secret_source,
             self.clock,
-            lock_dir=self._locks_dir,
+            lock_dir=self.settings.locks_dir,
             lease=self.lease,
             engine=self._engine,
         )
@@ -156,10 +155,6 @@ class Coordinator:
     @functools.cached_property
     def _engine(self) -> Engine:
         return claims.bound_engine(self.sessions)
-
-    @functools.cached_property
-    def _locks_dir(self) -> Path:
-        return self.settings.locks_dir
 
     def _signature(self) -> object:
         with self.sessions(read_only=True) as session:

@@ -165,7 +165,7 @@ def test_a_claim_waiting_for_the_lock_holds_no_connection(
         real_flock(fd, operation)
 
     monkeypatch.setattr(claim_lock.fcntl, "flock", flock)
-    path = world.settings.locks_dir / "claims.lock"
+    path = world.settings.locks_dir / claim_lock.LOCK_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     holder = os.open(path, os.O_RDWR | os.O_CREAT)
     result: list[Any] = []
