@@ -16,7 +16,7 @@ other claimer can, mark it running, insert its attempt; SQLite ``BEGIN IMMEDIATE
 ``UPDATE ... RETURNING``, PostgreSQL ``FOR UPDATE SKIP LOCKED``). The queue never drops below
 D while measuring. Each cell alternates the two ``--rounds`` times (default 3) on its database
 (forge-ci's queue bookkeeping rebuilt after each raw round, whose claims only mark jobs running)
-and shows the round with the median ratio, then every round's ratio: on this shared virtual
+and shows the round with the median ratio, then every round's ratio (sorted): on this shared virtual
 machine the same claims' CPU time varied from 1.0 to 2.7 ms within minutes, so one pair of runs
 can be far off; "steal" is the share of the machine's CPU time the hypervisor gave to other
 guests during that round (forge_ci_testing/machine.py). "cpu" is the claimers' own CPU time
