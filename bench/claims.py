@@ -258,15 +258,17 @@ def run(
         consumed = 2 * rounds * (claims_total + _WARM_UP * claimers)
         tokens = seed(settings, 5, depth + consumed + 20, claimers)
         results = []
-        for _ in range(rounds):
+        for round_ in range(rounds):
+            if round_:
+                _requeue(settings)
             meter = StealMeter()
             forge = _measure(_forge_claimer, settings, tokens, claims_total)
             raw = _measure(_raw_claimer, settings, tokens, claims_total)
             results.append((forge[0] / raw[0], forge, raw, meter.share()))
-            _requeue(settings)
     results.sort(key=lambda result: result[0])
-    ratio, forge_figures, raw_figures, steal = results[len(results) // 2]
-    (forge, forge_p95, forge_cpu), (raw, raw_p95, raw_cpu) = forge_figures, raw_figures
+    ratio, (forge, forge_p95, forge_cpu), (raw, raw_p95, raw_cpu), steal = results[
+        len(results) // 2
+    ]
     verdict = "met" if ratio >= GOAL else "NOT met"
     spread = f" [rounds {', '.join(f'{r:.2f}' for r, *_ in results)}]" if rounds > 1 else ""
     print(

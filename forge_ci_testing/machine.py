@@ -1,9 +1,9 @@
 """What the machine itself took from a measurement: the hypervisor's steal time.
 
 On a shared virtual machine the host can run other guests on "our" CPUs; Linux counts that time
-as *steal* in /proc/stat. The same claims measured 1.0 and 2.7 ms of CPU each minutes apart here,
-with steal at 0% and 27%: a benchmark that prints the steal share of its run lets the reader
-tell a slower program from a busier host.
+as *steal* in /proc/stat. Here it reached 27% in some minutes and 0% in others: a benchmark
+that prints the steal share of its run lets the reader tell a slower program from a busier host
+(not every slowdown shows as steal: bench/README.md, "Ninth round").
 """
 
 from __future__ import annotations
