@@ -84,8 +84,37 @@ def create_db_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, **kwargs)
         if ping:
             _ping_when_idle(engine)
+        _end_reads_keeping_prepared_statements(engine)
         return engine
     raise ConfigurationError(f"unsupported database {parsed.get_backend_name()!r}")
+
+
+def _end_reads_keeping_prepared_statements(engine: Engine) -> None:
+    """psycopg drops every statement it has prepared on a connection whenever a transaction
+    there ends in a rollback (``DEALLOCATE ALL``, a round trip more: a rolled-back schema
+    change could outdate them). Then each hot statement is planned anew for each of its next
+    five runs, as a new one is; the claim's take costs about 5 ms to plan against 0.5 ms to
+    run. Every reader's transaction ended in a rollback, and readers (pages, polls, the
+    runner API's reads) share the pool with claims. A read-only transaction has nothing to
+    undo and changed no schema: it is ended with ``COMMIT`` (the same outcome), after which
+    psycopg's rollback has nothing left to do. A writer's rollback, and a failed
+    transaction's, stay psycopg's."""
+    psycopg = engine.dialect.loaded_dbapi
+    in_transaction = psycopg.pq.TransactionStatus.INTRANS  # not failed, not idle
+
+    @event.listens_for(engine, "rollback")
+    def _on_rollback(conn: Connection) -> None:
+        if conn.closed or conn.invalidated:
+            return
+        if not conn.get_execution_options().get("postgresql_readonly"):
+            return
+        driver: Any = conn.connection.driver_connection
+        if driver.pgconn.transaction_status != in_transaction:
+            return
+        try:
+            driver.commit()
+        except psycopg.Error:
+            pass  # the rollback that follows raises what is wrong, as SQLAlchemy expects
 
 
 def _ping_when_idle(engine: Engine) -> None:

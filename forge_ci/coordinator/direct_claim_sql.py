@@ -25,6 +25,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     true,
     type_coerce,
     update,
@@ -51,6 +52,20 @@ from forge_ci.models import (
 )
 from forge_ci.models.base import table_of
 from forge_ci.models.queue import leave_statements
+
+
+@cache
+def generic_plans_statement() -> Any:
+    """PostgreSQL, the claim transaction's first statement (sent with the look, in its round
+    trip): every statement of the transaction runs on its generic plan. psycopg prepares a
+    statement run five times on a connection; the server then plans each execution for its
+    values (a custom plan) or reuses one plan for all (generic), and in its ``auto`` mode
+    weighs the two by estimates that move with the tables' statistics. The take costs about
+    5 ms to plan and 0.5 ms to run on either plan, the look 1 ms and 0.3 ms, so a custom plan
+    made a claim several times slower, and which one the server chose flipped as autovacuum
+    analyzed the queue tables (claim rates swung 3-4x between runs: bench/README.md). The
+    claim's statements seek by key and index, whatever the values."""
+    return text("SET LOCAL plan_cache_mode = force_generic_plan")
 
 
 @cache

@@ -8,7 +8,8 @@ connection, and the caller runs that path)::
                + every (repository, label set) with queued jobs in scope, with its fairness
                keys (last claim, oldest entry)              ─ one SELECT; on SQLite made
                before the write lock (empty polls never queue for it) and not again under
-               it when no other connection committed in between
+               it when no other connection committed in between; on PostgreSQL sent with
+               the transaction's BEGIN and its plan mode (generic plans) in one round trip
     [touch]    the provider's contact time, at most every 10 s
     2 take     the oldest head of the first candidate's label sets, with its job, run, the
                requester's user row and membership; on PostgreSQL of the first candidate in
@@ -134,11 +135,21 @@ def look(
     request: ClaimRequest,
     digest: str,
 ) -> Look | None:
-    """The first statement; None when the credential is not a valid provider's."""
-    rows = sql.prepared(connection, sql.look_statement).rows(
-        cursor,
-        {"provider_hash": token_hash(token), "request_id": request.request_id, "digest": digest},
-    )
+    """The first statement; None when the credential is not a valid provider's. On PostgreSQL
+    it opens the transaction, with the generic plans set (``generic_plans_statement``) in the
+    same round trip."""
+    statement = sql.prepared(connection, sql.look_statement)
+    values = {
+        "provider_hash": token_hash(token),
+        "request_id": request.request_id,
+        "digest": digest,
+    }
+    if connection.dialect.name == "postgresql":
+        generic = sql.prepared(connection, sql.generic_plans_statement)
+        _, looked = execute_together(connection, [(generic, {}), (statement, values)])
+        rows = statement.read(looked)
+    else:
+        rows = statement.rows(cursor, values)
     seen: Look | None = None
     found: dict[int, Candidate] = {}
     for row in rows:

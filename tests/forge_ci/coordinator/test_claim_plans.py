@@ -1,6 +1,7 @@
 """The direct claim path's statements as the databases run them: the look's index, a missing
 bind, and on PostgreSQL the pipelined start (its writes only when the job moved, and a retry
-that races its twin replays the winner)."""
+that races its twin replays the winner), the generic plans a claim runs on, and the prepared
+statements a reader's end leaves in place."""
 
 from __future__ import annotations
 
@@ -108,3 +109,91 @@ def test_a_retry_racing_its_twin_inside_the_look_replays_the_winners_attempt(
     assert lost and lost[0]  # raised by the pipelined start statement
     assert twin[0] is not None and claimed is not None
     assert claimed.assignment.attempt_id == twin[0].assignment.attempt_id
+
+
+@pytest.mark.parametrize("db_kind", ["postgres"])
+def test_claims_run_on_generic_plans_and_leave_the_plan_mode_to_their_transaction(
+    world: World,
+) -> None:
+    """Planning the take cost about ten times running it, and the server's ``auto`` mode
+    chose custom plans (planned for each claim) in some minutes and not in others. The claim
+    transaction sets generic plans for itself: once psycopg has prepared a claim statement,
+    every execution of it reuses its plan (no custom plan ever), and the setting ends with the
+    transaction (the connection is back on ``auto`` for everything else)."""
+    world.queue_run(*(plan_job(f"j{i}") for i in range(12)))
+    for _ in range(12):
+        assert world.claim() is not None
+    pool = world.database.engine.pool
+    connections = [world.database.engine.connect() for _ in range(pool.checkedin())]
+    try:
+        prepared = _prepared_statements(connections)
+        # The look's own text, run outside a claim on each connection: there the server
+        # chooses, and its first runs of a prepared statement are custom plans.
+        look = Prepared(sql.look_statement(), connections[0].dialect)
+        for connection in connections:
+            for _ in range(6):
+                connection.exec_driver_sql(look.sql, look.parameters(LOOK_VALUES)).all()
+            connection.commit()  # it wrote nothing (psycopg's rollback deallocates all)
+        outside = _prepared_statements(connections)
+        modes = {c.exec_driver_sql("SHOW plan_cache_mode").scalar() for c in connections}
+    finally:
+        for connection in connections:
+            connection.close()
+    # The look, the take (with its lock) and the start, by how each begins.
+    claim_statements = {
+        kind: [row for row in prepared if row.statement.startswith(start)]
+        for kind, start in (
+            ("look", "SELECT providers.id"),
+            ("take", "WITH free AS"),
+            ("start", "WITH moved AS"),
+        )
+    }
+    assert all(claim_statements.values()), [row.statement[:40] for row in prepared]
+    assert all(
+        row.custom_plans == 0 and row.generic_plans > 0
+        for rows in claim_statements.values()
+        for row in rows
+    ), claim_statements
+    looks_outside = [row for row in outside if row.statement.startswith("SELECT providers.id")]
+    assert looks_outside and all(row.custom_plans > 0 for row in looks_outside), outside
+    assert modes == {"auto"}
+
+
+def _prepared_statements(connections: list[Any]) -> list[Any]:
+    return [
+        row
+        for connection in connections
+        for row in connection.exec_driver_sql(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        ).all()
+    ]
+
+
+@pytest.mark.parametrize("db_kind", ["postgres"])
+def test_a_readers_end_leaves_the_claims_prepared_statements(world: World) -> None:
+    """psycopg's rollback deallocates every prepared statement of the connection, and every
+    reader's transaction ends in one: a page view between two claims made the next claims plan
+    the take anew (5 ms a time). A reader's end keeps them; a writer's rollback is psycopg's."""
+    world.queue_run(*(plan_job(f"j{i}") for i in range(8)))
+    engine = world.database.engine
+
+    def claim_statements() -> set[str]:
+        with engine.connect() as connection:
+            rows = connection.exec_driver_sql("SELECT statement FROM pg_prepared_statements")
+            kept = {row.statement[:12] for row in rows}
+            connection.commit()
+        return kept & {"SELECT provi", "WITH free AS", "WITH moved A"}
+
+    for _ in range(7):
+        assert world.claim() is not None
+    assert engine.pool.checkedin() == 1  # one connection: the readers below use it too
+    assert len(claim_statements()) == 3
+    with world.session(read_only=True) as session:
+        assert session.scalar(select(func.count()).select_from(Run)) == 1
+    with world.database.reading() as connection:
+        assert connection.execute(select(func.count()).select_from(Job)).scalar() == 8
+    assert len(claim_statements()) == 3
+    with world.session() as session:  # a writer that rolls back: psycopg deallocates
+        session.scalar(select(func.count()).select_from(Run))
+        session.rollback()
+    assert claim_statements() == set()
