@@ -447,12 +447,12 @@ def claim(
     ``sessions`` yields a fresh session per transaction (``Database.session``); ``engine`` is
     the engine they are bound to, when the caller knows it (else a session is opened to ask
     for it: about 4% of a claim's time). Each round takes the direct path
-    (:mod:`.direct_claims`), and what it leaves the ORM path. On SQLite a look in a deferred
-    (read) transaction first answers empty polls without taking the write lock. Two identical
-    retries racing each other: the loser's insert fails and its next round replays the
-    winner's attempt. PostgreSQL: when every candidate repository was busy, the next round
-    waits for one of them (while its look still shows work there). SQLite: claim transactions
-    queue on a file lock in ``lock_dir`` (:mod:`.claim_lock`).
+    (:mod:`.direct_claims`), and what it leaves the ORM path. On SQLite a look outside any
+    transaction (one read statement) first answers empty polls without taking the write
+    lock. Two identical retries racing each other: the loser's insert fails and its next
+    round replays the winner's attempt. PostgreSQL: when every candidate repository was busy,
+    the next round waits for one of them (while its look still shows work there). SQLite:
+    claim transactions queue on a file lock in ``lock_dir`` (:mod:`.claim_lock`).
     """
     source = source or secrets.NO_SECRETS
     # Pure: derived from the fresh token before any transaction takes a lock.

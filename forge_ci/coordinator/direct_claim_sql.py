@@ -69,8 +69,10 @@ def generic_plans_statement() -> Any:
 
 
 @cache
-def look_statement() -> Any:
-    """The look (also the SQLite pre-check, whose rows the claim uses while they are true)."""
+def look_statement(versioned: bool = False) -> Any:
+    """The look (also the SQLite pre-check, whose rows the claim uses while they are true).
+    ``versioned`` (SQLite's pre-check): each row also carries ``PRAGMA data_version`` as read
+    in the statement's own snapshot (see ``direct_claims.EarlyLook``)."""
     p = table_of(Provider)
     other = table_of(Provider).alias("other_providers")
     a = table_of(Attempt)
@@ -130,8 +132,10 @@ def look_statement() -> Any:
         counts,
         and_(counts.c.queued > 0, or_(p.c.scope == "all", counts.c.repository_id.in_(granted))),
     )
+    version: Any = literal_column("(SELECT data_version FROM pragma_data_version())")
     return (
         select(
+            *([version.label("data_version")] if versioned else []),
             p.c.id,
             p.c.token_hash,
             p.c.state,

@@ -113,6 +113,8 @@ class Look:
     #: Candidates in fairness order (which of a repository's label sets goes first is decided
     #: by the take, after the lock).
     candidates: list[Candidate] = field(default_factory=list)
+    #: SQLite's pre-check: ``PRAGMA data_version`` in the look's own snapshot.
+    data_version: int | None = None
 
     def contact_due(self, now: datetime) -> bool:
         return self.last_contact_at is None or now - self.last_contact_at >= CONTACT_INTERVAL
@@ -134,11 +136,12 @@ def look(
     token: str,
     request: ClaimRequest,
     digest: str,
+    versioned: bool = False,
 ) -> Look | None:
     """The first statement; None when the credential is not a valid provider's. On PostgreSQL
     it opens the transaction, with the generic plans set (``generic_plans_statement``) in the
-    same round trip."""
-    statement = sql.prepared(connection, sql.look_statement)
+    same round trip. ``versioned``: SQLite's pre-check, which also reads the data version."""
+    statement = sql.prepared(connection, sql.look_statement, versioned)
     values = {
         "provider_hash": token_hash(token),
         "request_id": request.request_id,
@@ -166,6 +169,7 @@ def look(
                 egress_policy=row.egress_policy,
                 unusual=row.replay is not None or bool(row.reused) or row.token_hash == digest,
                 waiting=bool(row.waiting),
+                data_version=row.data_version if versioned else None,
             )
         if row.repository_id is None or row.head_id is None:
             continue
@@ -195,7 +199,6 @@ class EarlyLook:
     connection: Connection
     #: None: the credential is not a valid provider's.
     seen: Look | None
-    version: int
 
     def nothing_to_claim(self, now: datetime) -> bool | None:
         """True when a claim would certainly find nothing; None for an invalid credential
@@ -211,27 +214,24 @@ class EarlyLook:
 
     def still_true(self, cursor: Any) -> Look | None:
         """The look, when nothing was committed since it (call in the write transaction)."""
+        if self.seen is None:
+            return None
         (version,) = cursor.execute("PRAGMA data_version").fetchone()
-        return self.seen if version == self.version else None
+        return self.seen if version == self.seen.data_version else None
 
 
 @contextmanager
 def early_look(
     engine: Engine, token: str, request: ClaimRequest, digest: str
 ) -> Iterator[EarlyLook]:
-    """The SQLite look before the write lock (one statement, in a deferred transaction that
-    takes no lock), on a connection of the writers' ``engine`` held until the block ends: the
-    claim's own transaction runs on it (see :func:`claim_direct`). On a reader's connection
-    every page another connection wrote since is read again (the look cost about 1.6x)."""
+    """The SQLite look before the write lock: one statement outside any transaction (so it
+    takes no lock, and it reads the data version in its own snapshot), on a connection of the
+    writers' ``engine`` held until the block ends: the claim's own transaction runs on it (see
+    :func:`claim_direct`). On a reader's connection every page another connection wrote since
+    is read again (the look cost about 1.6x)."""
     with engine.connect() as connection:
-        cursor = cursor_of(connection)
-        cursor.execute("BEGIN")  # deferred: takes no lock, and the look only reads
-        try:
-            seen = look(connection, cursor, token, request, digest)
-            (version,) = cursor.execute("PRAGMA data_version").fetchone()
-        finally:
-            connection.connection.rollback()
-        yield EarlyLook(connection, seen, version)
+        seen = look(connection, cursor_of(connection), token, request, digest, versioned=True)
+        yield EarlyLook(connection, seen)
 
 
 def _touch(

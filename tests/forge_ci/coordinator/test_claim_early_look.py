@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from forge_ci.authz import Actor
 from forge_ci.coordinator import claim_lock, claims, direct_claims
+from forge_ci.coordinator.claim_rows import IssuedTokens
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.providers import pause_provider, resume_provider
 from forge_ci.db import Database
@@ -51,7 +52,9 @@ def test_a_claim_alone_looks_once(world: World, monkeypatch: pytest.MonkeyPatch)
     uses = _looks(monkeypatch)
     looks: list[object] = []
     real_look = direct_claims.look
-    monkeypatch.setattr(direct_claims, "look", lambda *a: looks.append(a) or real_look(*a))
+    monkeypatch.setattr(
+        direct_claims, "look", lambda *a, **k: looks.append(a) or real_look(*a, **k)
+    )
     first, second = world.claim(), world.claim()
     assert first is not None and second is not None
     assert {first.assignment.job_id, second.assignment.job_id} == {
@@ -120,8 +123,8 @@ def test_a_provider_paused_right_after_the_look_claims_nothing(
     real_look = direct_claims.look
     paused: list[bool] = []
 
-    def look_then_pause(*args: Any) -> Any:
-        seen = real_look(*args)
+    def look_then_pause(*args: Any, **keywords: Any) -> Any:
+        seen = real_look(*args, **keywords)
         if not paused:
             paused.append(True)
             world.in_session(lambda session: pause_provider(session, OPERATOR, "p1"))
@@ -224,3 +227,35 @@ def test_a_lost_race_in_the_direct_path_leaves_no_transaction_open(
         assert raised and claimed is not None
     finally:
         database.dispose()
+
+
+def test_the_look_before_the_lock_holds_no_transaction(world: World) -> None:
+    """The look is one statement outside any transaction: once it has its rows the connection
+    holds no transaction and no read snapshot (which would keep checkpoints from finishing),
+    so it sees what a writer elsewhere commits meanwhile; the claim then looks again."""
+    world.queue_run(plan_job("a"))
+    request = ClaimRequest(new_request_id(), new_token(), 0)
+    digest = IssuedTokens.of(request.attempt_token).digest
+    path = world.database.engine.url.database
+    assert path is not None
+    writer = sqlite3.connect(path, timeout=0)
+    try:
+        with direct_claims.early_look(
+            world.database.engine, world.provider_token, request, digest
+        ) as early:
+            assert early.seen is not None and early.seen.data_version is not None
+            driver: Any = early.connection.connection.driver_connection
+            assert not driver.in_transaction
+            writer.execute("BEGIN IMMEDIATE")
+            writer.execute("UPDATE providers SET labels = labels || ',extra'")
+            writer.execute("COMMIT")
+            cursor = early.connection.connection.cursor()
+            (labels,) = cursor.execute("SELECT labels FROM providers").fetchone()
+            assert labels.endswith(",extra")  # no snapshot of the look's time was kept
+            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                assert early.still_true(cursor) is None  # the commit is seen: look again
+            finally:
+                cursor.execute("ROLLBACK")
+    finally:
+        writer.close()
