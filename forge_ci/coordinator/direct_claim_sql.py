@@ -132,10 +132,10 @@ def look_statement(versioned: bool = False) -> Any:
         counts,
         and_(counts.c.queued > 0, or_(p.c.scope == "all", counts.c.repository_id.in_(granted))),
     )
-    version: Any = literal_column("(SELECT data_version FROM pragma_data_version())")
+    version = "(SELECT data_version FROM pragma_data_version())"
     return (
         select(
-            *([version.label("data_version")] if versioned else []),
+            *([literal_column(version).label("data_version")] if versioned else []),
             p.c.id,
             p.c.token_hash,
             p.c.state,
