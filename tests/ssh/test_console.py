@@ -407,7 +407,9 @@ def test_site_administration(
 def test_limits_slots_per_user_deadline_and_followers_that_go_away(
     world: Settings, client_for: MakeClient, database: Database
 ) -> None:
-    settings = dataclasses.replace(world, ssh_command_timeout=1.0, ssh_commands_per_user=2)
+    # The deadline is long enough for the set-up's commands (a dispatch, listings) on a loaded
+    # machine, where 1 s was not, and short enough to wait out once.
+    settings = dataclasses.replace(world, ssh_command_timeout=4.0, ssh_commands_per_user=2)
     server, thread = start_server(settings)
     followers: list[subprocess.Popen[bytes]] = []
     try:
@@ -449,7 +451,7 @@ def test_limits_slots_per_user_deadline_and_followers_that_go_away(
         assert (stuck.returncode, out, err) == (
             2,
             b"",
-            b"forge-ci: the command did not finish within 1 s\n",
+            b"forge-ci: the command did not finish within 4 s\n",
         )
         assert stuck.stdin is not None
         stuck.stdin.close()

@@ -249,3 +249,30 @@ def test_a_running_job_keeps_its_last_5000_lines_and_copies_them_all(
     copied = page.evaluate("navigator.clipboard.readText()").splitlines()
     assert copied[0] == "checking <script>alert('x')</script>"
     assert copied[-1] == "n 5100"
+
+
+#: A Clipboard API whose write never answers (as headless Chromium's once did on a loaded
+#: machine): a fault the browser cannot be made to produce on purpose.
+_SILENT_CLIPBOARD = "navigator.clipboard.writeText = () => new Promise(() => {});"
+#: ...and a textarea copy the browser refuses (``execCommand`` answers false).
+_NO_COPY = "document.execCommand = () => false;"
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["textarea-copies", "nothing-copies"])
+def test_copy_says_what_happened_when_the_clipboard_never_answers(
+    page: Any, pipelines: Pipelines, refused: bool
+) -> None:
+    path = _completed_job(pipelines, ["first", "second"])
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.add_init_script(_SILENT_CLIPBOARD + (_NO_COPY if refused else ""))
+    sign_in(page, "rita")
+    page.goto(path)
+    assert _visible_texts(page) == ["first", "second"]
+    page.click(".copy")
+    expected = "Copying is not available here; use Download." if refused else "Copied 2 lines."
+    page.wait_for_function(
+        f"() => document.querySelector('.log-status').textContent === {expected!r}",
+        timeout=10_000,
+    )
+    if not refused:  # the textarea's copy reached the clipboard
+        assert page.evaluate("navigator.clipboard.readText()") == "first\nsecond\n"

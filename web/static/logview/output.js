@@ -1,15 +1,30 @@
 /* Copy and Download: all loaded output of the selected step(s), lines trimmed from the page
- * included, to the clipboard (a hidden textarea where the Clipboard API is unavailable) or to a
- * file named after the run, the job and the selected step. Nothing is stored in browser storage.
+ * included, to the clipboard (a hidden textarea where the Clipboard API is unavailable, refuses,
+ * or has not answered within COPY_WAIT_MS) or to a file named after the run, the job and the
+ * selected step. Either way the status line says what happened. Nothing is stored in browser
+ * storage.
  */
 
 import { setText } from "./lines.js";
 import { loadedText } from "./model.js";
 
+// A Clipboard API write that has not answered by then (seen in headless Chromium on a loaded
+// machine) is given up for the textarea, while the click still counts as the user's gesture.
+var COPY_WAIT_MS = 1500;
+
 function copyOutput(view) {
   var text = loadedText(view.log);
   var status = view.card.querySelector(".log-status");
   var lines = text ? text.split("\n").length - 1 : 0;
+  var answered = false;
+  function once(then) {
+    return function () {
+      if (!answered) {
+        answered = true;
+        then();
+      }
+    };
+  }
   function done() {
     setText(status, "Copied " + lines.toLocaleString() + " lines.");
   }
@@ -20,16 +35,22 @@ function copyOutput(view) {
     area.className = "offscreen";
     document.body.appendChild(area);
     area.select();
+    var copied = false;
     try {
-      document.execCommand("copy");
-      done();
+      copied = document.execCommand("copy");
     } catch (e) {
-      setText(status, "Copying is not available here; use Download.");
+      copied = false;
     }
     area.remove();
+    if (copied) {
+      done();
+    } else {
+      setText(status, "Copying is not available here; use Download.");
+    }
   }
   if (navigator.clipboard && window.isSecureContext) {
-    navigator.clipboard.writeText(text).then(done, fallback);
+    navigator.clipboard.writeText(text).then(once(done), once(fallback));
+    window.setTimeout(once(fallback), COPY_WAIT_MS);
   } else {
     fallback();
   }
