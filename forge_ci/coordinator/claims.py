@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, UniqueConstraint, and_, exists, func, or_, select
+from sqlalchemy import Select, UniqueConstraint, and_, exists, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -145,14 +145,9 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[Candid
     """Repositories with queued jobs the provider may take, least recently served first.
 
     Read from the queue counts (a few rows whatever the queue's depth); the fairness keys are
-    index seeks per row: the repository's last claim and its oldest queued job of the set.
+    the repository's last claim (on its scheduling row) and its oldest queued job of the set
+    (an index seek per row).
     """
-    served = (
-        select(func.max(Attempt.claimed_at))
-        .where(Attempt.repository_id == QueueCount.repository_id)
-        .correlate(QueueCount)
-        .scalar_subquery()
-    )
     oldest = (
         select(func.min(QueuedJob.queued_at))
         .where(
@@ -162,15 +157,13 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[Candid
         .correlate(QueueCount)
         .scalar_subquery()
     )
-    has_row = (
-        select(RunSequence.repository_id)
-        .where(RunSequence.repository_id == QueueCount.repository_id)
-        .correlate(QueueCount)
-        .exists()
-    )
     labels = provider.label_set
     found: dict[int, Candidate] = {}
-    query = _claimable_counts(provider).add_columns(served, oldest, has_row)
+    query = (
+        _claimable_counts(provider)
+        .outerjoin(RunSequence, RunSequence.repository_id == QueueCount.repository_id)
+        .add_columns(RunSequence.served_at, oldest, RunSequence.repository_id.is_not(None))
+    )
     for repository_id, key, last, first, row in session.execute(query):
         if not key_labels(key) <= labels:
             continue
@@ -181,6 +174,14 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[Candid
         first = first or EPOCH
         candidate.oldest = first if candidate.oldest == EPOCH else min(candidate.oldest, first)
     return fairness_order(list(found.values()))
+
+
+def _served(repository_id: int, now: datetime) -> Any:
+    """The repository's fairness key, its last claim's time, kept on its scheduling row (which
+    exists once a run does: ``forge_ci.runs.numbering``)."""
+    return (
+        update(RunSequence).where(RunSequence.repository_id == repository_id).values(served_at=now)
+    )
 
 
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
@@ -277,6 +278,7 @@ def _allocate(
     )
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
+    session.execute(_served(run.repository_id, now))
     session.add(attempt)
     session.flush()
     assignment = build_assignment(session, attempt, job, run, now, job_token(request.attempt_token))

@@ -106,32 +106,24 @@ def look_statement(versioned: bool = False) -> Any:
     granted = select(table_of(ProviderGrant).c.repository_id).where(
         table_of(ProviderGrant).c.provider_id == p.c.id
     )
-    served = (
-        select(func.max(a.c.claimed_at))
-        .where(a.c.repository_id == counts.c.repository_id)
+
+    # The label set's oldest entry (null: none, though the count says queued), one index seek.
+    head_at = (
+        select(entries.c.queued_at)
+        .where(
+            entries.c.repository_id == counts.c.repository_id,
+            entries.c.labels == counts.c.labels,
+        )
+        .order_by(entries.c.queued_at)
+        .limit(1)
         .scalar_subquery()
     )
 
-    def head(column: Any) -> Any:
-        return (
-            select(column)
-            .where(
-                entries.c.repository_id == counts.c.repository_id,
-                entries.c.labels == counts.c.labels,
-            )
-            .order_by(entries.c.queued_at, entries.c.job_id)
-            .limit(1)
-            .scalar_subquery()
-        )
-
     sequences = table_of(RunSequence)
-    has_row = select(sequences.c.repository_id).where(
-        sequences.c.repository_id == counts.c.repository_id
-    )
     scoped = p.outerjoin(
         counts,
         and_(counts.c.queued > 0, or_(p.c.scope == "all", counts.c.repository_id.in_(granted))),
-    )
+    ).outerjoin(sequences, sequences.c.repository_id == counts.c.repository_id)
     version = "(SELECT data_version FROM pragma_data_version())"
     return (
         select(
@@ -147,10 +139,9 @@ def look_statement(versioned: bool = False) -> Any:
             reused.label("reused"),
             counts.c.repository_id,
             counts.c.labels,
-            head(entries.c.job_id).label("head_id"),
-            served.label("served"),
-            head(entries.c.queued_at).label("head_at"),
-            has_row.exists().label("has_row"),
+            sequences.c.served_at.label("served"),
+            head_at.label("head_at"),
+            sequences.c.repository_id.is_not(None).label("has_row"),
         )
         .select_from(scoped)
         .where(p.c.token_hash == bindparam("provider_hash"))
@@ -368,6 +359,18 @@ def _to_running(table: Any, key: str) -> Any:
     )
 
 
+def mark_served(repository: Any = None) -> Any:
+    """The repository's scheduling row (``repository``, by default the bind ``repository_pk``)
+    stamped with the claim's time ``moved_at``: its fairness key, ``served_at``."""
+    sequences = table_of(RunSequence)
+    key = bindparam("repository_pk") if repository is None else repository
+    return (
+        update(sequences)
+        .where(sequences.c.repository_id == key)
+        .values(served_at=bindparam("moved_at", type_=sequences.c.served_at.type))
+    )
+
+
 def insert_attempt() -> Any:
     attempts = table_of(Attempt)
     return insert_with_defaults(attempts, CLAIMED_COLUMNS).returning(attempts.c.id)
@@ -376,7 +379,8 @@ def insert_attempt() -> Any:
 def start_statement(run_queued: bool) -> Any:
     """PostgreSQL: the claim's writes in one round trip, as data-modifying CTEs: the job moves
     queued -> running (``move_job``), its queue entry goes and its count drops (as
-    ``models.queue.leave_queue``), the run moves when ``run_queued`` (``move_run``), and the
+    ``models.queue.leave_queue``), its repository is stamped as served (``mark_served``), the
+    run moves when ``run_queued`` (``move_run``), and the
     attempt (with its reserved ``id``) and its steps (the arrays ``step_positions``,
     ``step_ids`` and ``step_names``) are inserted, each only if the job moved; the attempt's
     id is returned (no row: the job had left the queue, and nothing was written)."""
@@ -396,7 +400,12 @@ def start_statement(run_queued: bool) -> Any:
         .returning(counts.c.repository_id)
         .cte("counted")
     )
-    ctes = [left, counted]
+    served = (
+        mark_served(left.c.repository_id)
+        .returning(table_of(RunSequence).c.repository_id)
+        .cte("served")
+    )
+    ctes = [left, counted, served]
     if run_queued:
         ctes.append(
             move_run().where(select(moved.c.id).exists()).returning(runs.c.id).cte("run_moved")

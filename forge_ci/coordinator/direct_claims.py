@@ -19,7 +19,8 @@ connection, and the caller runs that path)::
                round of the claim waits for the lock it was told of first, if its look
                still shows work there)
     3 start    job queued -> running, run queued -> running (the state table decides both),
-               the queue entry and its count, the attempt and its steps ─ PostgreSQL: one
+               the queue entry and its count, the repository's last claim (``served_at``
+               on its scheduling row), the attempt and its steps ─ PostgreSQL: one
                statement of data-modifying CTEs (the attempt's id was reserved by the take,
                so the assignment and its steps are built first), sent with 4 and the COMMIT
                in one round trip (pipeline); SQLite: UPDATEs, a DELETE and the INSERT
@@ -171,7 +172,7 @@ def look(
                 waiting=bool(row.waiting),
                 data_version=row.data_version if versioned else None,
             )
-        if row.repository_id is None or row.head_id is None:
+        if row.repository_id is None or row.head_at is None:
             continue
         if not key_labels(row.labels) <= seen.labels:
             continue
@@ -503,7 +504,8 @@ def _start(
     steps: list[dict[str, Any]] | None = None,
 ) -> tuple[int, dict[str, str]] | None:
     """The claim's writes: the job (and a queued run) moved to running, its queue entry gone
-    and count dropped, the attempt inserted; and the ``vars`` context read. The attempt's id
+    and count dropped, the repository stamped as served, the attempt inserted; and the
+    ``vars`` context read. The attempt's id
     and the variables, or None when the job was no longer queued. PostgreSQL: the writes,
     with the attempt's ``steps``, in one statement (``start_statement``), sent with the read
     and the transaction's COMMIT in one round trip; SQLite, where a statement costs no round
@@ -538,6 +540,9 @@ def _start(
         remove, take = (sql.prepared(connection, sql.leave_statement, index) for index in (0, 1))
         if remove.execute(cursor, {"job_id": job_id}).rowcount == 1:
             take.execute(cursor, {"entry_repository": run.repository_id, "entry_labels": labels})
+        sql.prepared(connection, sql.mark_served).execute(
+            cursor, {"repository_pk": run.repository_id, "moved_at": now}
+        )
         insert = sql.prepared(connection, sql.insert_attempt)
         (attempt_id,) = insert.execute(cursor, values).fetchone()
         found = read.execute(cursor, parameters)

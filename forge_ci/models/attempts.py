@@ -71,7 +71,6 @@ class Attempt(Base):
         ),
         CheckConstraint(_COMPLETED_HAS_CONCLUSION, name="conclusion_iff_completed"),
         Index("ix_attempts_state_next_check_at", "state", "next_check_at"),
-        Index("ix_attempts_repository_id_claimed_at", "repository_id", "claimed_at"),
         # A claim asks whether its provider waits out a cancellation of its own making: only
         # those attempts, not every unended one (migration 0009_claims3).
         Index(

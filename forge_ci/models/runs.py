@@ -73,11 +73,12 @@ RUN_SNAPSHOT_COLUMNS = (
 
 
 class RunSequence(Base):
-    """The last run number handed out in a repository.
+    """A repository's scheduling row: the last run number handed out, and its last claim.
 
     Locked (``SELECT ... FOR UPDATE`` on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite) by every
     transaction that numbers, starts, completes or cancels runs of the repository, so numbers
-    are gapless and concurrency-group decisions are serialized.
+    are gapless and concurrency-group decisions are serialized; a PostgreSQL claim of the
+    repository's work holds it too, so writing ``served_at`` there adds no lock.
     """
 
     __tablename__ = "run_sequences"
@@ -86,6 +87,11 @@ class RunSequence(Base):
         ForeignKey("repositories.id", ondelete="CASCADE"), primary_key=True
     )
     last_number: Mapped[int] = mapped_column(default=0)
+    #: When a provider last claimed a job of the repository (None: never), stamped by the
+    #: claim: the fairness key, least recently served first (``coordinator.claims``). Kept as
+    #: data so a claim's look reads it with the row instead of the latest attempt by an index
+    #: (migration 0010_served).
+    served_at: Mapped[datetime | None]
 
 
 class Run(Base):

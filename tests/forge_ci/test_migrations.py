@@ -211,3 +211,94 @@ def test_the_claim_queue_is_filled_from_the_jobs_queued_before_it(empty_db_url: 
             ]
     finally:
         engine.dispose()
+
+
+def test_each_repository_is_last_served_as_its_attempts_say(empty_db_url: str) -> None:
+    """0010_served: a repository's fairness key starts as its latest attempt's claim time (none
+    for a repository never served), and the index it was read by is gone."""
+    from datetime import UTC, datetime, timedelta
+
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import insert, select
+
+    from forge_ci.migrations import _config
+    from forge_ci.models import Attempt, Job, Provider, Repository, Run, RunSequence, User
+    from forge_ci_testing.seeding import run_row
+
+    engine = create_db_engine(empty_db_url)
+    claimed = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    try:
+        before = ScriptDirectory.from_config(_config(engine)).get_revision("0010_served")
+        upgrade(engine, str(before.down_revision))
+        users, repositories = User.__table__, Repository.__table__
+        with engine.begin() as conn:  # Core statements, and only the columns 0009 has
+            user = conn.execute(
+                insert(users).values(name="alice").returning(users.c.id)
+            ).scalar_one()
+            served, idle = (
+                conn.execute(
+                    insert(repositories)
+                    .values(owner_id=user, name=name)
+                    .returning(repositories.c.id)
+                ).scalar_one()
+                for name in ("app", "lib")
+            )
+            conn.execute(
+                insert(RunSequence.__table__),
+                [{"repository_id": r, "last_number": 1} for r in (served, idle)],
+            )
+            provider = conn.execute(
+                insert(Provider.__table__)
+                .values(name="p1", token_hash="0" * 64, labels="linux")
+                .returning(Provider.__table__.c.id)
+            ).scalar_one()
+            run = conn.execute(
+                insert(Run.__table__)
+                .values(**run_row(served, 1, user, {"version": 1, "jobs": []}))
+                .returning(Run.__table__.c.id)
+            ).scalar_one()
+            job = conn.execute(
+                insert(Job.__table__)
+                .values(
+                    run_id=run,
+                    position=0,
+                    key="j",
+                    job_id="j",
+                    name="j",
+                    needs=[],
+                    runs_on=["linux"],
+                    state="running",
+                    created_at=claimed,
+                )
+                .returning(Job.__table__.c.id)
+            ).scalar_one()
+            conn.execute(
+                insert(Attempt.__table__),
+                [
+                    {
+                        "job_id": job,
+                        "number": number,
+                        "provider_id": provider,
+                        "repository_id": served,
+                        "request_id": f"{number:032x}",
+                        "token_hash": f"{number:064x}",
+                        "timeout_minutes": 5,
+                        "state": "completed" if number == 1 else "leased",
+                        "conclusion": "lost" if number == 1 else None,
+                        "claimed_at": claimed + timedelta(minutes=number),
+                        "lease_expires_at": claimed + timedelta(minutes=number + 1),
+                    }
+                    for number in (2, 1)
+                ],
+            )
+        upgrade(engine)
+        with engine.connect() as conn:
+            keys = dict(
+                conn.execute(select(RunSequence.repository_id, RunSequence.served_at)).all()
+            )
+        assert keys == {served: claimed + timedelta(minutes=2), idle: None}
+        assert "ix_attempts_repository_id_claimed_at" not in {
+            index["name"] for index in inspect(engine).get_indexes("attempts")
+        }
+    finally:
+        engine.dispose()

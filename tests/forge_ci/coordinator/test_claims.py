@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pytest
 from sqlalchemy import select
 
 from forge_ci import protocol
+from forge_ci.coordinator import direct_claims
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.errors import BadCredential, ClaimConflict
 from forge_ci.coordinator.providers import pause_provider, resume_provider, revoke_provider
-from forge_ci.models import Attempt, AttemptStep, Job, Provider
+from forge_ci.models import Attempt, AttemptStep, Job, Provider, Repository, RunSequence, User
 from forge_ci.repos import revoke as revoke_membership
 from tests.forge_ci.coordinator.world import LINUX, OPERATOR, World, plan_job
 
@@ -143,19 +145,48 @@ def test_a_requester_who_lost_permission_gets_the_job_cancelled(world: World) ->
     assert world.count(Attempt) == 0
 
 
-def test_repositories_are_served_in_turn(world: World) -> None:
-    """One repository's backlog cannot starve another's single job."""
+@pytest.fixture(params=["direct", "orm"])
+def claim_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Claims through the direct path (as they usually go) or all through the ORM path (as
+    the unusual ones do): both keep the same fairness key."""
+    if request.param == "orm":
+        monkeypatch.setattr(
+            direct_claims, "claim_direct", lambda *_args, **_kwargs: direct_claims.UNHANDLED
+        )
+    return str(request.param)
+
+
+def _served(world: World) -> dict[str, datetime | None]:
+    """Each repository's fairness key (its last claim), by name."""
+    with world.session(read_only=True) as session:
+        rows = session.execute(
+            select(User.name, Repository.name, RunSequence.served_at)
+            .join(Repository, Repository.id == RunSequence.repository_id)
+            .join(User, User.id == Repository.owner_id)
+        )
+        return {f"{owner}/{name}": served for owner, name, served in rows}
+
+
+def test_repositories_are_served_in_turn(world: World, claim_path: str) -> None:
+    """One repository's backlog cannot starve another's single job: each claim stamps its
+    repository as served, and the least recently served goes first."""
     world.queue_run(*[plan_job(f"a{i}") for i in range(4)], repository="alice/app")
     world.clock.advance(1)
     world.queue_run(plan_job("b0"), repository="bob/lib")
+    assert _served(world) == {"alice/app": None, "bob/lib": None}
     order = []
     for _ in range(5):
         claimed = world.claim()
         assert claimed is not None
-        order.append(claimed.assignment.contexts["github"]["repository"])
+        repository = claimed.assignment.contexts["github"]["repository"]
+        order.append(repository)
+        assert _served(world)[repository] == world.clock()
         world.clock.advance(1)
     assert order[:2] == ["alice/app", "bob/lib"]
     assert order.count("bob/lib") == 1
+    stamps = _served(world)
+    assert world.claim() is None  # an empty poll serves no one
+    assert _served(world) == stamps
 
 
 def test_a_job_referencing_a_missing_secret_fails_at_claim(world: World) -> None:
