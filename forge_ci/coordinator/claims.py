@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, UniqueConstraint, and_, exists, func, or_, select, update
+from sqlalchemy import Select, UniqueConstraint, and_, exists, func, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -60,6 +60,7 @@ from forge_ci.coordinator.claim_rows import (
     new_attempt,
 )
 from forge_ci.coordinator.credentials import hashes_match, job_token, token_hash
+from forge_ci.coordinator.direct_claim_sql import mark_served
 from forge_ci.coordinator.errors import ClaimConflict
 from forge_ci.coordinator.leases import LEASE
 from forge_ci.coordinator.providers import authenticate_provider
@@ -176,14 +177,6 @@ def _candidate_repositories(session: Session, provider: Provider) -> list[Candid
     return fairness_order(list(found.values()))
 
 
-def _served(repository_id: int, now: datetime) -> Any:
-    """The repository's fairness key, its last claim's time, kept on its scheduling row (which
-    exists once a run does: ``forge_ci.runs.numbering``)."""
-    return (
-        update(RunSequence).where(RunSequence.repository_id == repository_id).values(served_at=now)
-    )
-
-
 def _lock_repository(session: Session, repository_id: int, *, wait: bool) -> bool:
     """PostgreSQL: take the repository's scheduling lock (skip it if busy unless ``wait``).
 
@@ -278,7 +271,9 @@ def _allocate(
     )
     # The job moves first (it takes the run's locks), then the attempt is inserted in one flush.
     start_job(session, job, now)
-    session.execute(_served(run.repository_id, now))
+    # The repository's fairness key, on its scheduling row (which exists once a run does:
+    # forge_ci.runs.numbering), by the direct path's statement.
+    session.execute(mark_served(), {"repository_pk": run.repository_id, "moved_at": now})
     session.add(attempt)
     session.flush()
     assignment = build_assignment(session, attempt, job, run, now, job_token(request.attempt_token))

@@ -17,6 +17,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    case,
     cast,
     delete,
     func,
@@ -359,15 +360,21 @@ def _to_running(table: Any, key: str) -> Any:
     )
 
 
-def mark_served(repository: Any = None) -> Any:
-    """The repository's scheduling row (``repository``, by default the bind ``repository_pk``)
-    stamped with the claim's time ``moved_at``: its fairness key, ``served_at``."""
+def mark_served() -> Any:
+    """The scheduling row of the repository ``repository_pk`` stamped with the claim's time
+    ``moved_at``: its fairness key, ``served_at``, which never goes back (a claim that waited
+    for a lock, or a coordinator whose clock is behind, leaves a later stamp standing, as the
+    latest attempt's ``claimed_at`` did)."""
     sequences = table_of(RunSequence)
-    key = bindparam("repository_pk") if repository is None else repository
+    moved_at = bindparam("moved_at", type_=sequences.c.served_at.type)
+    stamp = case(
+        (or_(sequences.c.served_at.is_(None), sequences.c.served_at < moved_at), moved_at),
+        else_=sequences.c.served_at,
+    )
     return (
         update(sequences)
-        .where(sequences.c.repository_id == key)
-        .values(served_at=bindparam("moved_at", type_=sequences.c.served_at.type))
+        .where(sequences.c.repository_id == bindparam("repository_pk"))
+        .values(served_at=stamp)
     )
 
 
@@ -401,7 +408,8 @@ def start_statement(run_queued: bool) -> Any:
         .cte("counted")
     )
     served = (
-        mark_served(left.c.repository_id)
+        mark_served()
+        .where(select(moved.c.id).exists())
         .returning(table_of(RunSequence).c.repository_id)
         .cte("served")
     )

@@ -514,7 +514,12 @@ def _start(
     _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
     read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)
     run_queued = run.state == states.QUEUED
-    moves = {"job_pk": job_id, "run_pk": run.id, "moved_at": now}
+    moves = {
+        "job_pk": job_id,
+        "run_pk": run.id,
+        "repository_pk": run.repository_id,
+        "moved_at": now,
+    }
     if connection.dialect.name == "postgresql":
         planned = steps or []
         arrays = {
@@ -540,9 +545,7 @@ def _start(
         remove, take = (sql.prepared(connection, sql.leave_statement, index) for index in (0, 1))
         if remove.execute(cursor, {"job_id": job_id}).rowcount == 1:
             take.execute(cursor, {"entry_repository": run.repository_id, "entry_labels": labels})
-        sql.prepared(connection, sql.mark_served).execute(
-            cursor, {"repository_pk": run.repository_id, "moved_at": now}
-        )
+        sql.prepared(connection, sql.mark_served).execute(cursor, moves)
         insert = sql.prepared(connection, sql.insert_attempt)
         (attempt_id,) = insert.execute(cursor, values).fetchone()
         found = read.execute(cursor, parameters)

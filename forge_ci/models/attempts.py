@@ -90,7 +90,7 @@ class Attempt(Base):
     number: Mapped[int]
     #: Indexed by the unique (provider_id, request_id) constraint.
     provider_id: Mapped[int] = mapped_column(ForeignKey("providers.id", ondelete="CASCADE"))
-    #: The job's repository (for scope checks and fair dispatch without joins).
+    #: The job's repository (for scope checks without joins).
     repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id", ondelete="CASCADE"))
     #: The provider's claim request id (32 hex); with ``token_hash`` it identifies a replay.
     request_id: Mapped[str] = mapped_column(String(32))

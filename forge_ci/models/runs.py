@@ -2,7 +2,8 @@
 
 ::
 
-    repositories 1──1 run_sequences          last run number handed out (row-locked counter)
+    repositories 1──1 run_sequences          last run number handed out (row-locked counter),
+         │                                   last claim (served_at: the claims' fairness key)
          │
          1──* runs                           (repository_id, number) unique; immutable snapshot:
                 │                            sha, pin_ref, workflow_source, plan, context

@@ -5,6 +5,7 @@ statements a reader's end leaves in place."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from forge_ci.coordinator import direct_claim_sql as sql
 from forge_ci.coordinator.claim_rows import CLAIMED_COLUMNS
 from forge_ci.coordinator.credentials import new_request_id, new_token
 from forge_ci.coordinator.driver_sql import Prepared, cursor_of
-from forge_ci.models import Attempt, AttemptStep, Job, QueueCount, QueuedJob, Run
+from forge_ci.models import Attempt, AttemptStep, Job, QueueCount, QueuedJob, Run, RunSequence
 from forge_ci.models.base import table_of
 from tests.forge_ci.coordinator.world import World, plan_job
 
@@ -65,12 +66,21 @@ def test_the_start_writes_nothing_when_the_job_is_no_longer_queued(world: World)
             connection.execute(select(func.sum(QueueCount.queued))).scalar(),
             connection.execute(select(func.count()).select_from(Attempt)).scalar(),
             connection.execute(select(func.count()).select_from(AttemptStep)).scalar(),
+            connection.execute(select(RunSequence.repository_id, RunSequence.served_at)).all(),
         )
 
     with engine.connect() as connection:
         before = counts(connection)
         start = sql.prepared(connection, sql.start_statement, False)
-        moves = {"job_pk": other.id, "run_pk": run_id, "moved_at": world.clock()}
+        repository = connection.execute(
+            select(Run.repository_id).where(Run.id == run_id)
+        ).scalar_one()
+        moves = {
+            "job_pk": other.id,
+            "run_pk": run_id,
+            "repository_pk": repository,
+            "moved_at": world.clock() + timedelta(seconds=1),  # later than the stamp there
+        }
         fresh = {**values, "request_id": new_request_id(), "job_id": other.id, **moves}
         if world.database.engine.dialect.name == "postgresql":  # the steps ride on the start
             fresh.update(id=attempt.id + 1000, step_positions=[0], step_ids=["s"], step_names=["S"])

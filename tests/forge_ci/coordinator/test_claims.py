@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import select
@@ -187,6 +187,20 @@ def test_repositories_are_served_in_turn(world: World, claim_path: str) -> None:
     stamps = _served(world)
     assert world.claim() is None  # an empty poll serves no one
     assert _served(world) == stamps
+
+
+def test_a_claim_with_an_earlier_clock_leaves_the_later_stamp(
+    world: World, claim_path: str
+) -> None:
+    """A claim whose time is behind the stamp (it waited for a lock, or its coordinator's clock
+    is behind) does not make the repository look less recently served than it was."""
+    world.queue_run(plan_job("a0"), plan_job("a1"), repository="alice/app")
+    world.clock.advance(10)
+    assert world.claim() is not None
+    later = world.clock()
+    world.clock.now = later - timedelta(seconds=5)
+    assert world.claim() is not None
+    assert _served(world)["alice/app"] == later
 
 
 def test_a_job_referencing_a_missing_secret_fails_at_claim(world: World) -> None:

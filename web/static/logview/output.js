@@ -49,8 +49,13 @@ function copyOutput(view) {
     }
   }
   if (navigator.clipboard && window.isSecureContext) {
-    navigator.clipboard.writeText(text).then(once(done), once(fallback));
-    window.setTimeout(once(fallback), COPY_WAIT_MS);
+    var timer = window.setTimeout(once(fallback), COPY_WAIT_MS);
+    navigator.clipboard.writeText(text).then(function () {
+      // Also after a late answer: the text is on the clipboard, whatever the textarea did.
+      window.clearTimeout(timer);
+      answered = true;
+      done();
+    }, once(fallback));
   } else {
     fallback();
   }
