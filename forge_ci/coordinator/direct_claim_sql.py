@@ -387,10 +387,10 @@ def start_statement(run_queued: bool) -> Any:
     """PostgreSQL: the claim's writes in one round trip, as data-modifying CTEs: the job moves
     queued -> running (``move_job``), its queue entry goes and its count drops (as
     ``models.queue.leave_queue``), its repository is stamped as served (``mark_served``), the
-    run moves when ``run_queued`` (``move_run``), and the
-    attempt (with its reserved ``id``) and its steps (the arrays ``step_positions``,
-    ``step_ids`` and ``step_names``) are inserted, each only if the job moved; the attempt's
-    id is returned (no row: the job had left the queue, and nothing was written)."""
+    run moves when ``run_queued`` (``move_run``), and the attempt (with its reserved ``id``)
+    and its steps (the arrays ``step_positions``, ``step_ids`` and ``step_names``) are
+    inserted, each only if the job moved; the attempt's id is returned (no row: the job had
+    left the queue, and nothing was written)."""
     jobs, runs, attempts = table_of(Job), table_of(Run), table_of(Attempt)
     entries, counts = table_of(QueuedJob), table_of(QueueCount)
     moved = move_job().returning(jobs.c.id).cte("moved")

@@ -505,11 +505,11 @@ def _start(
 ) -> tuple[int, dict[str, str]] | None:
     """The claim's writes: the job (and a queued run) moved to running, its queue entry gone
     and count dropped, the repository stamped as served, the attempt inserted; and the
-    ``vars`` context read. The attempt's id
-    and the variables, or None when the job was no longer queued. PostgreSQL: the writes,
-    with the attempt's ``steps``, in one statement (``start_statement``), sent with the read
-    and the transaction's COMMIT in one round trip; SQLite, where a statement costs no round
-    trip: one each, as ``models.queue.leave_queue`` (the caller inserts the steps)."""
+    ``vars`` context read. The attempt's id and the variables, or None when the job was no
+    longer queued. PostgreSQL: the writes, with the attempt's ``steps``, in one statement
+    (``start_statement``), sent with the read and the transaction's COMMIT in one round trip;
+    SQLite, where a statement costs no round trip: one each, as ``models.queue.leave_queue``
+    (the caller inserts the steps)."""
     connection, cursor, now = claim.connection, claim.cursor, claim.now
     _, parameters = variables_query(run.repository_id, run.ref, run.workflow_path)
     read = sql.prepared(connection, variables_statement, parameters["branch"] is not None)

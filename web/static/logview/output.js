@@ -39,7 +39,7 @@ function copyOutput(view) {
     try {
       copied = document.execCommand("copy");
     } catch (e) {
-      copied = false;
+      // refused: not copied
     }
     area.remove();
     if (copied) {
@@ -53,7 +53,6 @@ function copyOutput(view) {
     navigator.clipboard.writeText(text).then(function () {
       // Also after a late answer: the text is on the clipboard, whatever the textarea did.
       window.clearTimeout(timer);
-      answered = true;
       done();
     }, once(fallback));
   } else {
