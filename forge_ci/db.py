@@ -24,12 +24,15 @@ own (``Database.read_engine``): switching ``query_only`` on a shared connection 
 ``PRAGMA``s, and the statements after a switch ran several times slower (bench/README.md).
 A writer should not hold its transaction across anything slow (git, the network): commit or
 roll back first, since it blocks every other writer.
+
+The claim's hot path uses a pooled connection through its driver (:class:`DriverConnection`),
+under the same rules, without a session's or a Core connection's machinery.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,6 +54,11 @@ _RETURNED_AT = "forge_ci_returned_at"
 #: Execution options read by the SQLite "begin" listener.
 _READ_ONLY = "forge_ci_read_only"
 _WRITE = "forge_ci_write"
+#: A connection joined to a transaction its driver connection already has open
+#: (:meth:`DriverConnection.joined`): its begin issues nothing.
+_JOINED = "forge_ci_joined"
+#: psycopg's ``TransactionStatus.IDLE`` (libpq's PQTRANS_IDLE): no transaction open.
+_PG_IDLE = 0
 
 
 class SessionScope(Protocol):
@@ -159,6 +167,8 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         options = conn.get_execution_options()
+        if options.get(_JOINED):
+            return
         read_only = bool(options.get(_READ_ONLY)) and not options.get(_WRITE)
         # query_only is a property of the connection, which the pool hands to readers and
         # writers in turn: set it whenever it must change.
@@ -183,6 +193,133 @@ def _on_driver(conn: Connection, statement: str) -> None:
         )
         invalidate_if_gone(conn, wrapped)
         raise wrapped from error
+
+
+class DriverConnection:
+    """A pooled connection of an engine, used through its driver: the claim's hot path, where a
+    SQLAlchemy ``Connection`` with its transaction (events, transaction objects, the commit's
+    layers) cost about a tenth of a claim's CPU (bench/README.md).
+
+    The same rules as the engine's own connections: on SQLite a transaction is ``BEGIN
+    IMMEDIATE`` (the connection's ``query_only`` switched off first if a reader left it on); on
+    PostgreSQL the driver opens it with the first statement. The driver's errors are raised as
+    SQLAlchemy's (``IntegrityError``, ``OperationalError``...), and a connection found gone
+    (closed under the pool, ended by the server) is invalidated. Statements run on
+    :meth:`cursor`'s cursors. Use it as a context manager: the block's end rolls back what was
+    not committed and gives the connection back to the pool.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect
+        self._sqlite = self.dialect.name == "sqlite"
+        try:
+            self._pooled = engine.raw_connection()
+        except self.dialect.loaded_dbapi.Error as error:
+            raise self._wrapped("connect", error) from error
+        #: The driver's own connection (sqlite3's, psycopg's).
+        self.driver_connection: Any = self._pooled.driver_connection
+        #: The SQLAlchemy connection joined to the open transaction (:meth:`joined`).
+        self._joined: Connection | None = None
+        #: Between :meth:`begin` and the commit or rollback (on PostgreSQL the driver's
+        #: transaction opens only with the first statement).
+        self._begun = False
+        self._closed = False
+
+    def cursor(self) -> Any:
+        """A driver cursor, in the connection's transaction when one is open."""
+        return self.driver_connection.cursor()
+
+    @property
+    def in_transaction(self) -> bool:
+        driver = self.driver_connection
+        if self._sqlite:
+            return bool(driver.in_transaction)
+        return bool(driver.info.transaction_status != _PG_IDLE)
+
+    def begin(self) -> None:
+        """Start a writer's transaction: on SQLite ``BEGIN IMMEDIATE`` (waits for the write
+        lock up to the busy timeout); on PostgreSQL the first statement opens it."""
+        self._begun = True
+        if not self._sqlite:
+            return
+        info = self._pooled.info
+        if info.get(_READ_ONLY, False):
+            self._call("PRAGMA query_only=OFF")
+            info[_READ_ONLY] = False
+        self._call("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        """Commit the open transaction (nothing to do when none is open)."""
+        self._begun = False
+        self._call("COMMIT", self.driver_connection.commit)
+
+    def rollback(self) -> None:
+        """Roll back the open transaction (nothing to do when none is open)."""
+        self._begun = False
+        self._call("ROLLBACK", self.driver_connection.rollback)
+
+    def joined(self) -> Connection:
+        """A SQLAlchemy connection in this connection's open transaction, for an ORM session
+        (``Session(bind=...)``), which then neither commits nor rolls it back: this object
+        ends the transaction. Made once, when first asked for."""
+        if not self._begun:
+            raise RuntimeError("joined() needs the transaction begun")
+        if self._joined is None:
+            joined = Connection(self.engine, connection=self._pooled)
+            joined.execution_options(**{_JOINED: True})
+            joined.begin()  # SQLAlchemy's bookkeeping only: the transaction is open already
+            self._joined = joined
+        return self._joined
+
+    def invalidate_if_gone(self, error: sa_exc.DBAPIError) -> None:
+        """After ``error`` from one of this connection's statements: when it says the
+        connection is gone, the pool discards it and the error says so (as
+        :func:`invalidate_if_gone`)."""
+        original: Any = error.orig
+        if original is None or self._closed or self._pooled.dbapi_connection is None:
+            return
+        if self.dialect.is_disconnect(original, self.driver_connection, None):
+            error.connection_invalidated = True
+            (self._joined or self._pooled).invalidate(original)
+
+    def close(self) -> None:
+        """Roll back what was not committed; give the connection back to the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._pooled.dbapi_connection is not None and self.in_transaction:
+                self.driver_connection.rollback()
+        finally:
+            # The joined connection, when there is one, owns the pooled one now.
+            (self._joined or self._pooled).close()
+
+    def __enter__(self) -> DriverConnection:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _call(self, statement: str, call: Callable[[], object] | None = None) -> None:
+        """``call`` (else ``statement`` executed) on the driver, its errors SQLAlchemy's."""
+        try:
+            if call is None:
+                self.driver_connection.execute(statement)
+            else:
+                call()
+        except self.dialect.loaded_dbapi.Error as error:
+            wrapped = self._wrapped(statement, error)
+            self.invalidate_if_gone(wrapped)
+            raise wrapped from error
+
+    def _wrapped(self, statement: str, error: Exception) -> sa_exc.DBAPIError:
+        dbapi_error = self.dialect.loaded_dbapi.Error
+        wrapped = sa_exc.DBAPIError.instance(
+            statement, None, error, dbapi_error, dialect=self.dialect
+        )
+        assert isinstance(wrapped, sa_exc.DBAPIError)  # ``error`` is the driver's
+        return wrapped
 
 
 def invalidate_if_gone(connection: Connection, error: sa_exc.StatementError) -> None:

@@ -37,6 +37,7 @@ from sqlalchemy.engine import Connection
 from forge_ci import states
 from forge_ci.coordinator.claim_rows import CLAIMED_COLUMNS, STEP_COLUMNS
 from forge_ci.coordinator.driver_sql import Prepared, column_values, insert_with_defaults
+from forge_ci.db import DriverConnection
 from forge_ci.models import (
     Attempt,
     AttemptStep,
@@ -471,7 +472,7 @@ def touch_statement(columns: tuple[str, ...]) -> Any:
 _PREPARED: dict[tuple[Any, ...], Prepared] = {}
 
 
-def prepared(connection: Connection, build: Any, *args: Any) -> Prepared:
+def prepared(connection: Connection | DriverConnection, build: Any, *args: Any) -> Prepared:
     """``build(*args)`` compiled for the connection's dialect, once per process."""
     key = (build, connection.dialect.name, args)
     found = _PREPARED.get(key)

@@ -28,7 +28,9 @@ connection, and the caller runs that path)::
     5 insert   SQLite: the attempt's steps (one executemany), then the commit
 
 Every statement is written in Core (:mod:`.direct_claim_sql`) and run on the bare DB-API
-cursor (:mod:`.driver_sql`), in a Core connection's transaction rather than the session's.
+cursor (:mod:`.driver_sql`), in a transaction of a pooled connection used through its driver
+(:class:`forge_ci.db.DriverConnection`) rather than a session's or a Core connection's; a
+job with ``needs`` or secrets gets an ORM session joined to that transaction.
 
 Left to the ORM path: a replay, a reused attempt token, a provider waiting out its own
 cancellation, a credential that is not valid (it raises the error), a requester who may no
@@ -48,7 +50,7 @@ from datetime import datetime, timedelta
 from itertools import groupby
 from typing import Any, NamedTuple
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -71,7 +73,7 @@ from forge_ci.coordinator.claim_rows import (
 from forge_ci.coordinator.credentials import hashes_match, token_hash
 from forge_ci.coordinator.direct_claim_sql import TakenJob, TakenRun
 from forge_ci.coordinator.driver_sql import cursor_of, execute_together
-from forge_ci.db import invalidate_if_gone
+from forge_ci.db import DriverConnection
 from forge_ci.models import (
     Job,
     Run,
@@ -132,7 +134,7 @@ class _Requester(NamedTuple):
 
 
 def look(
-    connection: Connection,
+    connection: DriverConnection,
     cursor: Any,
     token: str,
     request: ClaimRequest,
@@ -197,7 +199,7 @@ class EarlyLook:
     connection committed in between: ``PRAGMA data_version`` on this connection changes exactly
     when another one commits, so the claim then skips its own look."""
 
-    connection: Connection
+    connection: DriverConnection
     #: None: the credential is not a valid provider's.
     seen: Look | None
 
@@ -230,13 +232,13 @@ def early_look(
     writers' ``engine`` held until the block ends: the claim's own transaction runs on it (see
     :func:`claim_direct`). On a reader's connection every page another connection wrote since
     is read again (the look cost about 1.6x)."""
-    with engine.connect() as connection:
-        seen = look(connection, cursor_of(connection), token, request, digest, versioned=True)
+    with DriverConnection(engine) as connection:
+        seen = look(connection, connection.cursor(), token, request, digest, versioned=True)
         yield EarlyLook(connection, seen)
 
 
 def _touch(
-    connection: Connection, cursor: Any, seen: Look, now: datetime, egress_policy: str
+    connection: DriverConnection, cursor: Any, seen: Look, now: datetime, egress_policy: str
 ) -> None:
     values: dict[str, Any] = {}
     if seen.contact_due(now):
@@ -253,7 +255,7 @@ def _touch(
 class _Claim:
     """One direct claim's inputs and its connection (statements run on its bare cursor)."""
 
-    connection: Connection
+    connection: DriverConnection
     cursor: Any
     request: ClaimRequest = field(repr=False)  # the attempt token stays out of reprs
     issued: IssuedTokens
@@ -268,7 +270,7 @@ class _Claim:
         """A session in this claim's transaction, for the model-based checks (a job with
         needs or secrets); it neither commits nor rolls back the transaction."""
         if self._orm is None:
-            self._orm = Session(bind=self.connection, expire_on_commit=False)
+            self._orm = Session(bind=self.connection.joined(), expire_on_commit=False)
         return self._orm
 
 
@@ -284,8 +286,9 @@ def claim_direct(
     early: EarlyLook | None = None,
 ) -> ClaimOutcome | _Unhandled:
     """One claim transaction, committed, or UNHANDLED (rolled back: let the ORM path decide).
-    The transaction is a Core connection of the writers' ``engine`` (``BEGIN IMMEDIATE`` on
-    SQLite), not an ORM session's: a session's machinery cost about as much as the statements.
+    The transaction is a pooled connection of the writers' ``engine`` used through its driver
+    (:class:`forge_ci.db.DriverConnection`; ``BEGIN IMMEDIATE`` on SQLite), not an ORM
+    session's nor a Core connection's: their machinery cost about as much as the statements.
     ``issued``: the fresh token's derived values, computed before the transaction (else
     here). ``wait_for`` (PostgreSQL, a later round of one claim): a repository that was busy,
     whose lock this transaction waits for first. ``early`` (SQLite): the look before the lock,
@@ -297,14 +300,14 @@ def claim_direct(
     # The early look's connection too is closed at the end (rolled back if still in a
     # transaction): a claim holds one pooled connection at a time, and a later round or the
     # ORM path never waits for this transaction's write lock.
-    with early.connection if early else engine.connect() as connection:
+    with early.connection if early else DriverConnection(engine) as connection:
         connection.begin()
         claim = _Claim(connection, cursor_of(connection), request, issued, now, source, lease)
         try:
             seen = early.still_true(claim.cursor) if early else None
             outcome = _claim(claim, token, wait_for, seen)
         except DBAPIError as error:
-            invalidate_if_gone(connection, error)
+            connection.invalidate_if_gone(error)
             raise
         finally:
             if claim._orm is not None:

@@ -23,6 +23,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.schema import Table
 
+from forge_ci.db import DriverConnection
+
 _Processor = Callable[[Any], Any] | None
 
 
@@ -122,7 +124,7 @@ def _wrap(dialect: Dialect, sql: str, parameters: Any, error: Exception) -> Exce
 
 
 def execute_together(
-    connection: Connection,
+    connection: Connection | DriverConnection,
     items: list[tuple[Prepared, Mapping[str, Any]]],
     *,
     commit: bool = False,
@@ -131,7 +133,8 @@ def execute_together(
     (psycopg's pipeline mode: an error raises at the end and leaves the transaction failed;
     the caller rolls back or closes the connection), with the transaction's ``COMMIT`` after
     them in the same round trip when ``commit`` (PostgreSQL only: the SQLAlchemy connection's
-    own commit is then a no-op). The cursors, to read each statement's rows from."""
+    own commit is then a no-op). ``connection``: SQLAlchemy's or a driver connection. The
+    cursors, to read each statement's rows from."""
     cursors = [cursor_of(connection) for _ in items]
     if connection.dialect.name != "postgresql":
         if commit:
@@ -141,7 +144,11 @@ def execute_together(
             for (statement, values), cursor in zip(items, cursors, strict=True)
         ]
     try:
-        driver: Any = connection.connection.driver_connection
+        driver: Any = (
+            connection.driver_connection
+            if isinstance(connection, DriverConnection)
+            else connection.connection.driver_connection
+        )
         with driver.pipeline():
             for (statement, values), cursor in zip(items, cursors, strict=True):
                 cursor.execute(statement.sql, statement.parameters(values))
@@ -155,8 +162,11 @@ def execute_together(
     return cursors
 
 
-def cursor_of(connection: Connection) -> Any:
-    """A DB-API cursor on the connection (and in the transaction) of a SQLAlchemy one."""
+def cursor_of(connection: Connection | DriverConnection) -> Any:
+    """A DB-API cursor on the connection (and in the transaction) of a SQLAlchemy one, or of
+    a driver connection."""
+    if isinstance(connection, DriverConnection):
+        return connection.cursor()
     return connection.connection.cursor()
 
 

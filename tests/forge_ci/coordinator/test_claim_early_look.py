@@ -244,12 +244,11 @@ def test_the_look_before_the_lock_holds_no_transaction(world: World) -> None:
             world.database.engine, world.provider_token, request, digest
         ) as early:
             assert early.seen is not None and early.seen.data_version is not None
-            driver: Any = early.connection.connection.driver_connection
-            assert not driver.in_transaction
+            assert not early.connection.in_transaction
             writer.execute("BEGIN IMMEDIATE")
             writer.execute("UPDATE providers SET labels = labels || ',extra'")
             writer.execute("COMMIT")
-            cursor = early.connection.connection.cursor()
+            cursor = early.connection.cursor()
             (labels,) = cursor.execute("SELECT labels FROM providers").fetchone()
             assert labels.endswith(",extra")  # no snapshot of the look's time was kept
             cursor.execute("BEGIN IMMEDIATE")
