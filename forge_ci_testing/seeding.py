@@ -145,10 +145,13 @@ def run_row(
     }
 
 
-def _job_row(run_id: int, position: int, queued_at: datetime) -> dict[str, Any]:
+def _job_row(
+    run_id: int, position: int, queued_at: datetime, plan: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "position": position,
+        "plan": plan["jobs"][position],
         "key": f"j{position}",
         "job_id": f"j{position}",
         "name": f"j{position}",
@@ -212,7 +215,10 @@ def seed(
                 insert(Job),
                 [
                     _job_row(
-                        run_id, position, now + timedelta(milliseconds=r * jobs_per_run + position)
+                        run_id,
+                        position,
+                        now + timedelta(milliseconds=r * jobs_per_run + position),
+                        plan,
                     )
                     for r, run_id in enumerate(run_ids)
                     for position in range(jobs_per_run)
@@ -234,8 +240,9 @@ def queue_run(database: Database) -> None:
         user_id = session.scalar(select(User.id).where(User.name == "bench"))
         assert repository_id is not None and user_id is not None
         number = next_run_number(session, repository_id)
-        run = Run(**run_row(repository_id, number, user_id, _plan(1)))
+        plan = _plan(1)
+        run = Run(**run_row(repository_id, number, user_id, plan))
         session.add(run)
         session.flush()
-        session.add(Job(**_job_row(run.id, 0, utcnow())))
+        session.add(Job(**_job_row(run.id, 0, utcnow(), plan)))
         session.commit()

@@ -11,14 +11,11 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Integer,
-    String,
     and_,
     any_,
     bindparam,
     case,
-    cast,
     delete,
     func,
     insert,
@@ -28,7 +25,6 @@ from sqlalchemy import (
     select,
     text,
     true,
-    type_coerce,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -199,19 +195,6 @@ RUN_COLUMNS = tuple(f.name for f in fields(TakenRun))
 JOB_COLUMNS = ("id", "key", "job_id", "name", "needs", "state")
 
 
-def _plan_entry(dialect: str) -> Any:
-    """The job's own entry of its run's plan, extracted by the database (a run's plan holds
-    every job; decoding all of it for one claim cost more than the rest of the read)."""
-    jobs, runs = table_of(Job), table_of(Run)
-    entry: Any
-    if dialect == "postgresql":
-        entry = runs.c.plan.op("->")(literal_column("'jobs'")).op("->")(jobs.c.position)
-    else:
-        path = literal("$.jobs[", String) + cast(jobs.c.position, String) + literal("]", String)
-        entry = func.json_extract(runs.c.plan, path)
-    return type_coerce(entry, JSON).label("plan_job")
-
-
 def _reserved_id() -> Any:
     """PostgreSQL: the id the attempt will have, taken from its sequence by the take, so that
     the attempt and its steps are inserted in one statement: once per claim that takes a row
@@ -226,7 +209,6 @@ def take_statement(dialect: str, labels: int) -> Any:
     attempt's reserved id."""
     counts = table_of(QueueCount)
     statement = _take(
-        dialect,
         counts.c.repository_id == bindparam("repository_id"),
         counts.c.labels.in_([bindparam(f"labels_{i}") for i in range(labels)]),
     )
@@ -272,7 +254,6 @@ def first_free_take_statement() -> Any:
         .cte("free")
     )
     taken = _take(
-        "postgresql",
         counts.c.repository_id == free.c.repository_id,
         counts.c.labels == any_(label_keys),
     ).lateral("taken")
@@ -281,7 +262,7 @@ def first_free_take_statement() -> Any:
     ).select_from(free.outerjoin(taken, true()))
 
 
-def _take(dialect: str, repository: Any, labels: Any) -> Any:
+def _take(repository: Any, labels: Any) -> Any:
     """The oldest head of the label sets ``labels`` selects, in the repository ``repository``
     selects (clauses on ``job_queue_counts``)."""
     jobs, runs, entries = table_of(Job), table_of(Run), table_of(QueuedJob)
@@ -309,7 +290,7 @@ def _take(dialect: str, repository: Any, labels: Any) -> Any:
         select(
             *(jobs.c[name].label(f"job_{name}") for name in JOB_COLUMNS),
             *(runs.c[name].label(f"run_{name}") for name in RUN_COLUMNS),
-            _plan_entry(dialect),
+            jobs.c.plan.label("plan_job"),
             table_of(Repository).c.owner_id,
             users.c.id.label("user_id"),
             users.c.name.label("user_name"),

@@ -439,6 +439,8 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Le
     """The taken row's job leased; UNHANDLED (the ORM path decides), or _LEFT_QUEUE (the job
     is no longer queued). On PostgreSQL the transaction is committed either way but for
     UNHANDLED (with the writes, in their round trip)."""
+    if row.plan_job is None:
+        return UNHANDLED  # no copy of its plan entry (see migration 0011): the ORM path reads it
     run = TakenRun(**{name: getattr(row, f"run_{name}") for name in sql.RUN_COLUMNS})
     job = TakenJob(
         **{name: getattr(row, f"job_{name}") for name in sql.JOB_COLUMNS}, plan_job=row.plan_job

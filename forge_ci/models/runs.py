@@ -220,6 +220,11 @@ class Job(Base):
     needs: Mapped[list[str]] = mapped_column(JSON)
     #: The runner labels a provider must have (copied from the plan for claim matching).
     runs_on: Mapped[list[str]] = mapped_column(JSON)
+    #: This instance's entry of ``run.plan["jobs"]``, copied when the job is made (the run's
+    #: snapshot is immutable, so the copy never differs): a claim reads its job's entry
+    #: without parsing the run's whole plan, which it did once per job claimed (a tenth of a
+    #: SQLite claim at 20 jobs a run; bench/README.md). Deferred: loaded only when read.
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON, deferred=True)
 
     #: Its old value is kept for the flush (active history): the claim queue follows it.
     state: Mapped[str] = mapped_column(String(16), active_history=True)

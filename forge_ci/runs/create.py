@@ -205,6 +205,7 @@ def insert_jobs(session: Session, run: Run) -> list[Job]:
             name=job_name(entry["name"], run.context),
             needs=[str(need) for need in entry.get("needs", [])],
             runs_on=[str(label) for label in entry.get("runs_on", [])],
+            plan=entry,
             state=states.WAITING,
         )
         run.jobs.append(job)

@@ -302,3 +302,83 @@ def test_each_repository_is_last_served_as_its_attempts_say(empty_db_url: str) -
         }
     finally:
         engine.dispose()
+
+
+def test_each_job_gets_its_own_entry_of_its_runs_plan(empty_db_url: str) -> None:
+    """0011_job_plans: every job's row holds its entry of its run's plan (a job whose run's
+    plan has none at its position holds JSON null); later jobs must name theirs."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import insert, select
+    from sqlalchemy.exc import IntegrityError
+
+    from forge_ci.migrations import _config
+    from forge_ci.models import Job, Repository, Run, User
+    from forge_ci_testing.seeding import plan_job, run_row
+
+    engine = create_db_engine(empty_db_url)
+    entries = [plan_job("build"), {**plan_job("test"), "needs": ["build"]}]
+    try:
+        before = ScriptDirectory.from_config(_config(engine)).get_revision("0011_job_plans")
+        upgrade(engine, str(before.down_revision))
+        users, repositories, jobs = User.__table__, Repository.__table__, Job.__table__
+        with engine.begin() as conn:  # Core statements, and only the columns 0010 has
+            user = conn.execute(
+                insert(users).values(name="alice").returning(users.c.id)
+            ).scalar_one()
+            repository = conn.execute(
+                insert(repositories).values(owner_id=user, name="app").returning(repositories.c.id)
+            ).scalar_one()
+            runs = [
+                conn.execute(
+                    insert(Run.__table__)
+                    .values(**run_row(repository, number, user, {"version": 1, "jobs": plan}))
+                    .returning(Run.__table__.c.id)
+                ).scalar_one()
+                for number, plan in ((1, entries), (2, entries[:1]))
+            ]
+            row = run_row(repository, 1, user, {})
+            conn.execute(
+                insert(jobs),
+                [
+                    {
+                        "run_id": run,
+                        "position": position,
+                        "key": f"{run}-{position}",
+                        "job_id": "j",
+                        "name": "j",
+                        "needs": [],
+                        "runs_on": ["linux"],
+                        "state": "waiting",
+                        "created_at": row["created_at"],
+                    }
+                    for run, position in ((runs[0], 0), (runs[0], 1), (runs[1], 0), (runs[1], 1))
+                ],
+            )
+        upgrade(engine)
+        with engine.connect() as conn:
+            found = conn.execute(
+                select(jobs.c.run_id, jobs.c.position, jobs.c.plan).order_by(jobs.c.id)
+            ).all()
+        assert [tuple(job) for job in found] == [
+            (runs[0], 0, entries[0]),
+            (runs[0], 1, entries[1]),
+            (runs[1], 0, entries[0]),
+            (runs[1], 1, None),  # no entry at its position: nothing made up
+        ]
+        if engine.dialect.name == "postgresql":  # SQLite keeps the default (see the migration)
+            with pytest.raises(IntegrityError, match="plan"), engine.begin() as conn:
+                conn.execute(
+                    insert(jobs).values(
+                        run_id=runs[1],
+                        position=2,
+                        key="later",
+                        job_id="j",
+                        name="j",
+                        needs=[],
+                        runs_on=[],
+                        state="waiting",
+                        created_at=row["created_at"],
+                    )
+                )
+    finally:
+        engine.dispose()

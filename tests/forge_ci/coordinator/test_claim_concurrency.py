@@ -90,6 +90,7 @@ def _bulk_queue(world: World) -> None:
             {
                 "run_id": run_id,
                 "position": position,
+                "plan": plan["jobs"][position],
                 "key": f"j{position}",
                 "job_id": f"j{position}",
                 "name": f"j{position}",
