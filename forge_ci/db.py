@@ -217,14 +217,23 @@ class DriverConnection:
             self._pooled = engine.raw_connection()
         except self.dialect.loaded_dbapi.Error as error:
             raise self._wrapped("connect", error) from error
-        #: The driver's own connection (sqlite3's, psycopg's).
-        self.driver_connection: Any = self._pooled.driver_connection
+        self._driver: Any = self._pooled.driver_connection
         #: The SQLAlchemy connection joined to the open transaction (:meth:`joined`).
         self._joined: Connection | None = None
-        #: Between :meth:`begin` and the commit or rollback (on PostgreSQL the driver's
+        #: Between :meth:`begin` and the transaction's end (on PostgreSQL the driver's
         #: transaction opens only with the first statement).
         self._begun = False
+        #: The joined session rolled the transaction back under this connection.
+        self._lost = False
         self._closed = False
+
+    @property
+    def driver_connection(self) -> Any:
+        """The driver's own connection (sqlite3's, psycopg's); refused once closed (it is
+        back in the pool, maybe another holder's)."""
+        if self._closed:
+            raise sa_exc.ResourceClosedError("this driver connection is closed")
+        return self._driver
 
     def cursor(self) -> Any:
         """A driver cursor, in the connection's transaction when one is open."""
@@ -240,7 +249,7 @@ class DriverConnection:
     def begin(self) -> None:
         """Start a writer's transaction: on SQLite ``BEGIN IMMEDIATE`` (waits for the write
         lock up to the busy timeout); on PostgreSQL the first statement opens it."""
-        self._begun = True
+        self._begun, self._lost = True, False
         if not self._sqlite:
             return
         info = self._pooled.info
@@ -250,27 +259,47 @@ class DriverConnection:
         self._call("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
-        """Commit the open transaction (nothing to do when none is open)."""
+        """Commit the open transaction (nothing to do when none is open, as after a COMMIT
+        sent with the last statements); refused when the joined session rolled it back."""
+        self.require_not_lost()
         self._begun = False
-        self._call("COMMIT", self.driver_connection.commit)
+        self._call("COMMIT", self._driver.commit)
 
     def rollback(self) -> None:
         """Roll back the open transaction (nothing to do when none is open)."""
         self._begun = False
-        self._call("ROLLBACK", self.driver_connection.rollback)
+        self._call("ROLLBACK", self._driver.rollback)
+
+    def ended(self) -> None:
+        """The transaction was ended by a statement sent with others (a pipelined COMMIT)."""
+        self._begun = False
+
+    def require_not_lost(self) -> None:
+        """Refuse to go on after the joined session rolled the transaction back: what
+        followed would have run, and committed, outside it."""
+        if self._lost:
+            raise sa_exc.InvalidRequestError(
+                "the transaction was rolled back by the ORM session joined to it"
+            )
 
     def joined(self) -> Connection:
         """A SQLAlchemy connection in this connection's open transaction, for an ORM session
-        (``Session(bind=...)``), which then neither commits nor rolls it back: this object
-        ends the transaction. Made once, when first asked for."""
+        (``Session(bind=...)``): the session's commit and close end nothing (this object ends
+        the transaction); a rollback of the session ends it, and :meth:`commit` then refuses.
+        Made once, when first asked for."""
         if not self._begun:
             raise RuntimeError("joined() needs the transaction begun")
         if self._joined is None:
             joined = Connection(self.engine, connection=self._pooled)
             joined.execution_options(**{_JOINED: True})
             joined.begin()  # SQLAlchemy's bookkeeping only: the transaction is open already
+            event.listen(joined, "rollback", self._rolled_back)
             self._joined = joined
         return self._joined
+
+    def _rolled_back(self, _connection: Connection) -> None:
+        if self._begun:
+            self._lost = True
 
     def invalidate_if_gone(self, error: sa_exc.DBAPIError) -> None:
         """After ``error`` from one of this connection's statements: when it says the
@@ -279,21 +308,29 @@ class DriverConnection:
         original: Any = error.orig
         if original is None or self._closed or self._pooled.dbapi_connection is None:
             return
-        if self.dialect.is_disconnect(original, self.driver_connection, None):
+        if self.dialect.is_disconnect(original, self._driver, None):
             error.connection_invalidated = True
-            (self._joined or self._pooled).invalidate(original)
+            self._invalidate(original)
 
     def close(self) -> None:
-        """Roll back what was not committed; give the connection back to the pool."""
+        """Roll back what was not committed; give the connection back to the pool. A
+        connection whose rollback fails is discarded, and the failure not raised: the block
+        may be ending with the error that says what went wrong."""
         if self._closed:
             return
-        self._closed = True
         try:
             if self._pooled.dbapi_connection is not None and self.in_transaction:
-                self.driver_connection.rollback()
+                self._driver.rollback()
+        except self.dialect.loaded_dbapi.Error as error:
+            self._invalidate(error)
         finally:
+            self._closed = True
+            self._begun = False
             # The joined connection, when there is one, owns the pooled one now.
             (self._joined or self._pooled).close()
+
+    def _invalidate(self, error: BaseException) -> None:
+        (self._joined or self._pooled).invalidate(error)
 
     def __enter__(self) -> DriverConnection:
         return self

@@ -233,7 +233,11 @@ def early_look(
     :func:`claim_direct`). On a reader's connection every page another connection wrote since
     is read again (the look cost about 1.6x)."""
     with DriverConnection(engine) as connection:
-        seen = look(connection, connection.cursor(), token, request, digest, versioned=True)
+        try:
+            seen = look(connection, connection.cursor(), token, request, digest, versioned=True)
+        except DBAPIError as error:
+            connection.invalidate_if_gone(error)
+            raise
         yield EarlyLook(connection, seen)
 
 
@@ -440,7 +444,9 @@ def _lease(claim: _Claim, seen: Look, row: Any) -> Assignment | _Unhandled | _Le
     is no longer queued). On PostgreSQL the transaction is committed either way but for
     UNHANDLED (with the writes, in their round trip)."""
     if row.plan_job is None:
-        return UNHANDLED  # no copy of its plan entry (see migration 0011): the ORM path reads it
+        # A job whose run's plan had no entry for it when migration 0011 copied the entries
+        # (none can be made since): the ORM path decides, as it did before the copies.
+        return UNHANDLED
     run = TakenRun(**{name: getattr(row, f"run_{name}") for name in sql.RUN_COLUMNS})
     job = TakenJob(
         **{name: getattr(row, f"job_{name}") for name in sql.JOB_COLUMNS}, plan_job=row.plan_job

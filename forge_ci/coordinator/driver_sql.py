@@ -6,10 +6,11 @@ what SQLite itself spends on a claim's index seeks (bench/README.md). A :class:`
 statement keeps the statement written in Core (the same tables, types and dialect rules) but
 compiles it once per dialect, and at each execution only applies the columns' own bind and
 result processors (datetimes as SQLite stores them, JSON) around ``cursor.execute``. It runs
-inside the caller's transaction, on the DB-API connection under a SQLAlchemy Core
-connection. The driver's errors, also while rows are fetched, are raised as SQLAlchemy's
-(``IntegrityError`` and the rest), as its execution would, and a bind without a value is a
-``KeyError`` (never a silent NULL).
+inside the caller's transaction, on a cursor of the driver's connection (the claim's
+:class:`forge_ci.db.DriverConnection`, or the one under a SQLAlchemy connection). The
+driver's errors, also while rows are fetched, are raised as SQLAlchemy's (``IntegrityError``
+and the rest), as its execution would, and a bind without a value is a ``KeyError`` (never a
+silent NULL).
 """
 
 from __future__ import annotations
@@ -132,9 +133,12 @@ def execute_together(
     """Each statement on a cursor of its own, in order; on PostgreSQL in one round trip
     (psycopg's pipeline mode: an error raises at the end and leaves the transaction failed;
     the caller rolls back or closes the connection), with the transaction's ``COMMIT`` after
-    them in the same round trip when ``commit`` (PostgreSQL only: the SQLAlchemy connection's
-    own commit is then a no-op). ``connection``: SQLAlchemy's or a driver connection. The
-    cursors, to read each statement's rows from."""
+    them in the same round trip when ``commit`` (PostgreSQL only: the connection's own commit
+    is then a no-op). ``connection``: a driver connection or SQLAlchemy's. The cursors, to read
+    each statement's rows from."""
+    driven = connection if isinstance(connection, DriverConnection) else None
+    if driven is not None:
+        driven.require_not_lost()
     cursors = [cursor_of(connection) for _ in items]
     if connection.dialect.name != "postgresql":
         if commit:
@@ -159,6 +163,8 @@ def execute_together(
     except connection.dialect.loaded_dbapi.Error as error:
         together = ";\n".join(statement.sql for statement, _ in items)
         raise _wrap(connection.dialect, together, None, error) from error
+    if commit and driven is not None:
+        driven.ended()
     return cursors
 
 

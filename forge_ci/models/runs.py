@@ -248,6 +248,13 @@ class Job(Base):
         back_populates="job", cascade="all, delete-orphan", order_by="JobOutput.name"
     )
 
+    @validates("plan")
+    def _refuse_plan_changes(self, key: str, value: Any) -> Any:
+        # The run's snapshot never changes, nor does a job's copy of its entry.
+        if inspect_instance(self).has_identity:
+            raise ValueError(f"job {self.id}: its plan entry is part of the run's snapshot")
+        return value
+
     def definition(self) -> dict[str, Any]:
         """This instance's entry of the run's plan (steps, env, outputs, timeout...)."""
         job: dict[str, Any] = self.run.plan["jobs"][self.position]

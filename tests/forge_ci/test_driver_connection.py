@@ -10,7 +10,12 @@ import sqlite3
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    InvalidRequestError,
+    OperationalError,
+    ResourceClosedError,
+)
 from sqlalchemy.orm import Session
 
 from forge_ci.accounts import create_user
@@ -96,10 +101,16 @@ def test_a_readers_query_only_is_switched_off(database: Database) -> None:
         begin_read(session)
         with pytest.raises(DBAPIError, match="(?i)readonly|read-only"):
             session.execute(text("INSERT INTO notes (name) VALUES ('x')"))
-    with DriverConnection(database.engine) as connection:
+    with DriverConnection(database.engine) as connection:  # the pool's one connection
+        assert connection.cursor().execute("PRAGMA query_only").fetchone() == (1,)
         connection.begin()
         _note(connection, "dora")
         connection.commit()
+        assert connection.cursor().execute("PRAGMA query_only").fetchone() == (0,)
+    with database.session() as session:  # and the bookkeeping knows: a reader refuses again
+        begin_read(session)
+        with pytest.raises(DBAPIError, match="(?i)readonly|read-only"):
+            session.execute(text("INSERT INTO notes (name) VALUES ('y')"))
     assert _names(database) == ["dora"]
 
 
@@ -172,3 +183,40 @@ def test_joined_needs_the_transaction_begun(database: Database) -> None:
         with pytest.raises(RuntimeError, match="begun"):
             Session(bind=connection.joined())  # the one made before: still refused
     assert _names(database) == ["hal"]
+
+
+def test_a_rollback_by_the_joined_session_is_not_committed_past(database: Database) -> None:
+    """The session rolled the transaction back under the connection: what came before it is
+    gone, and the connection refuses to commit what would follow outside any transaction."""
+    with DriverConnection(database.engine) as connection:
+        connection.begin()
+        _note(connection, "ida")
+        session = Session(bind=connection.joined())
+        create_user(session, OPERATOR, "jon", None)
+        session.flush()
+        session.rollback()
+        with pytest.raises(InvalidRequestError, match="rolled back by the ORM session"):
+            connection.commit()
+    assert _names(database) == []
+
+
+def test_a_closed_connection_refuses_statements_and_close_keeps_the_first_error(
+    database: Database,
+) -> None:
+    """Once closed, the driver's connection (back in the pool) is not used; a connection that
+    is gone unnoticed fails its rollback at close without replacing the error under way."""
+    connection = DriverConnection(database.engine)
+    connection.close()
+    with pytest.raises(ResourceClosedError):
+        connection.cursor()
+    connection.close()  # twice: nothing
+    connection = DriverConnection(database.engine)
+    connection.begin()
+    connection.driver_connection.close()
+    with pytest.raises(KeyError, match="under way"):
+        with connection:
+            raise KeyError("under way")
+    with database.session() as session:  # the pool replaced the broken connection
+        create_user(session, OPERATOR, "kim", None)
+        session.commit()
+    assert _names(database) == ["kim"]
