@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import inspect, text
@@ -144,13 +145,28 @@ def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(sqlite_db_ur
         engine.dispose()
 
 
+def _alice_app(conn: Any) -> tuple[int, int]:
+    """The user alice and her repository alice/app, by Core statements (any schema revision
+    since 0001): their ids."""
+    from sqlalchemy import insert
+
+    from forge_ci.models import Repository, User
+
+    users, repositories = User.__table__, Repository.__table__
+    user = conn.execute(insert(users).values(name="alice").returning(users.c.id)).scalar_one()
+    repository = conn.execute(
+        insert(repositories).values(owner_id=user, name="app").returning(repositories.c.id)
+    ).scalar_one()
+    return user, repository
+
+
 def test_the_claim_queue_is_filled_from_the_jobs_queued_before_it(empty_db_url: str) -> None:
     """0007_claims: jobs queued at upgrade time are in job_queue and counted; others are not."""
     from alembic.script import ScriptDirectory
     from sqlalchemy import insert, select
 
     from forge_ci.migrations import _config
-    from forge_ci.models import Job, QueueCount, QueuedJob, Repository, Run, User
+    from forge_ci.models import Job, QueueCount, QueuedJob, Run
     from forge_ci.models.queue import label_key
     from forge_ci_testing.seeding import run_row
 
@@ -158,14 +174,8 @@ def test_the_claim_queue_is_filled_from_the_jobs_queued_before_it(empty_db_url: 
     try:
         before = ScriptDirectory.from_config(_config(engine)).get_revision("0007_claims")
         upgrade(engine, str(before.down_revision))
-        users, repositories = User.__table__, Repository.__table__
         with engine.begin() as conn:  # Core statements: the models' bookkeeping does not run
-            user = conn.execute(
-                insert(users).values(name="alice").returning(users.c.id)
-            ).scalar_one()
-            repository = conn.execute(
-                insert(repositories).values(owner_id=user, name="app").returning(repositories.c.id)
-            ).scalar_one()
+            user, repository = _alice_app(conn)
             run = conn.execute(
                 insert(Run.__table__)
                 .values(**run_row(repository, 1, user, {"version": 1, "jobs": []}))
@@ -314,7 +324,7 @@ def test_each_job_gets_its_own_entry_of_its_runs_plan(empty_db_url: str) -> None
     from sqlalchemy.exc import DBAPIError
 
     from forge_ci.migrations import _config
-    from forge_ci.models import Job, Repository, Run, User
+    from forge_ci.models import Job, Run
     from forge_ci_testing.seeding import plan_job, run_row
 
     engine = create_db_engine(empty_db_url)
@@ -322,14 +332,9 @@ def test_each_job_gets_its_own_entry_of_its_runs_plan(empty_db_url: str) -> None
     try:
         before = ScriptDirectory.from_config(_config(engine)).get_revision("0011_job_plans")
         upgrade(engine, str(before.down_revision))
-        users, repositories, jobs = User.__table__, Repository.__table__, Job.__table__
+        jobs = Job.__table__
         with engine.begin() as conn:  # Core statements, and only the columns 0010 has
-            user = conn.execute(
-                insert(users).values(name="alice").returning(users.c.id)
-            ).scalar_one()
-            repository = conn.execute(
-                insert(repositories).values(owner_id=user, name="app").returning(repositories.c.id)
-            ).scalar_one()
+            user, repository = _alice_app(conn)
             runs = [
                 conn.execute(
                     insert(Run.__table__)
