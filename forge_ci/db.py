@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, UniqueConstraint, create_engine, event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from forge_ci.errors import ConfigurationError, Unavailable
@@ -184,15 +184,24 @@ def _on_driver(conn: Connection, statement: str) -> None:
     errors ("database is locked") are raised as SQLAlchemy's, as its execution raises them,
     and a connection found closed under the pool is invalidated (:func:`invalidate_if_gone`).
     The statement is not seen by execution events or echo."""
-    dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
-    except dbapi_error as error:
-        wrapped = sa_exc.DBAPIError.instance(
-            statement, None, error, dbapi_error, dialect=conn.dialect
-        )
+    except conn.dialect.loaded_dbapi.Error as error:
+        wrapped = driver_error(conn.dialect, statement, None, error)
         invalidate_if_gone(conn, wrapped)
         raise wrapped from error
+
+
+def driver_error(
+    dialect: Dialect, statement: str, parameters: Any, error: Exception
+) -> sa_exc.DBAPIError:
+    """The driver's ``error`` from ``statement``, sent past SQLAlchemy's execution, as that
+    execution raises it (``IntegrityError``, ``OperationalError``...)."""
+    wrapped = sa_exc.DBAPIError.instance(
+        statement, parameters, error, dialect.loaded_dbapi.Error, dialect=dialect
+    )
+    assert isinstance(wrapped, sa_exc.DBAPIError)  # ``error`` is one of the driver's
+    return wrapped
 
 
 class DriverConnection:
@@ -216,7 +225,7 @@ class DriverConnection:
         try:
             self._pooled = engine.raw_connection()
         except self.dialect.loaded_dbapi.Error as error:
-            raise self._wrapped("connect", error) from error
+            raise driver_error(self.dialect, "connect", None, error) from error
         self._driver: Any = self._pooled.driver_connection
         #: The SQLAlchemy connection joined to the open transaction (:meth:`joined`).
         self._joined: Connection | None = None
@@ -346,17 +355,9 @@ class DriverConnection:
             else:
                 call()
         except self.dialect.loaded_dbapi.Error as error:
-            wrapped = self._wrapped(statement, error)
+            wrapped = driver_error(self.dialect, statement, None, error)
             self.invalidate_if_gone(wrapped)
             raise wrapped from error
-
-    def _wrapped(self, statement: str, error: Exception) -> sa_exc.DBAPIError:
-        dbapi_error = self.dialect.loaded_dbapi.Error
-        wrapped = sa_exc.DBAPIError.instance(
-            statement, None, error, dbapi_error, dialect=self.dialect
-        )
-        assert isinstance(wrapped, sa_exc.DBAPIError)  # ``error`` is the driver's
-        return wrapped
 
 
 def invalidate_if_gone(connection: Connection, error: sa_exc.StatementError) -> None:

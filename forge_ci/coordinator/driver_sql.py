@@ -20,11 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import bindparam, insert, literal
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.schema import Table
 
-from forge_ci.db import DriverConnection
+from forge_ci.db import DriverConnection, driver_error
 
 _Processor = Callable[[Any], Any] | None
 
@@ -92,7 +91,7 @@ class Prepared:
             raise self._wrapped(error, parameters) from error
 
     def _wrapped(self, error: Exception, parameters: Any) -> Exception:
-        return _wrap(self._dialect, self.sql, parameters, error)
+        return driver_error(self._dialect, self.sql, parameters, error)
 
     def rows(self, cursor: Any, values: Mapping[str, Any]) -> list[Any]:
         return self.read(self.execute(cursor, values))
@@ -117,13 +116,6 @@ class Prepared:
         return rows[0] if rows else None
 
 
-def _wrap(dialect: Dialect, sql: str, parameters: Any, error: Exception) -> Exception:
-    """The driver's ``error`` as SQLAlchemy's execution raises it (``IntegrityError``...)."""
-    return sa_exc.DBAPIError.instance(
-        sql, parameters, error, dialect.loaded_dbapi.Error, dialect=dialect
-    )
-
-
 def execute_together(
     connection: Connection | DriverConnection,
     items: list[tuple[Prepared, Mapping[str, Any]]],
@@ -137,8 +129,11 @@ def execute_together(
     is then a no-op). ``connection``: a driver connection or SQLAlchemy's. The cursors, to read
     each statement's rows from."""
     driven = connection if isinstance(connection, DriverConnection) else None
-    if driven is not None:
-        driven.require_not_lost()
+    if isinstance(connection, DriverConnection):
+        connection.require_not_lost()
+        driver: Any = connection.driver_connection
+    else:
+        driver = connection.connection.driver_connection
     cursors = [cursor_of(connection) for _ in items]
     if connection.dialect.name != "postgresql":
         if commit:
@@ -148,11 +143,6 @@ def execute_together(
             for (statement, values), cursor in zip(items, cursors, strict=True)
         ]
     try:
-        driver: Any = (
-            connection.driver_connection
-            if isinstance(connection, DriverConnection)
-            else connection.connection.driver_connection
-        )
         with driver.pipeline():
             for (statement, values), cursor in zip(items, cursors, strict=True):
                 cursor.execute(statement.sql, statement.parameters(values))
@@ -162,7 +152,7 @@ def execute_together(
                 cursor_of(connection).execute("COMMIT")
     except connection.dialect.loaded_dbapi.Error as error:
         together = ";\n".join(statement.sql for statement, _ in items)
-        raise _wrap(connection.dialect, together, None, error) from error
+        raise driver_error(connection.dialect, together, None, error) from error
     if commit and driven is not None:
         driven.ended()
     return cursors
