@@ -97,8 +97,11 @@ def _mirror_claimer(args: tuple[Settings, str, int]) -> claims_bench.Measured:
             if version != rows[0][version_at]:
                 rows = look_now(request_id, digest)
             heads = [row for row in rows if row[at["head_at"]] is not None]
+            # Fairness as forge-ci orders it (served, oldest head, repository); the stored texts
+            # sort as the times they hold.
             first = min(
-                heads, key=lambda r: (r[at["served"]] or "", r[at["head_at"]], r[at["labels"]])
+                heads,
+                key=lambda r: (r[at["served"]] or "", r[at["head_at"]], r[at["repository_id"]]),
             )
             row = cursor.execute(
                 take.sql,
