@@ -1,6 +1,7 @@
 """forge-ci's SQLite claim statements made by N claimers with almost no Python: a ceiling.
 
     python bench/claim_sql_mirror.py [--claimers 1 8] [--depth 1000] [--claims 4096] [--rounds 3]
+        [--leave-out served steps]
 
 bench/claim_sql_ceiling.py replays one claimer's recorded statements, which bounds one claimer
 only: a replay cannot run concurrently (each recorded claim names the rows it took). This bench
@@ -17,7 +18,8 @@ other (every connection reads again the pages another one committed since its la
 
 Each round runs forge-ci's claimers, these, and bench/claims.py's raw-SQL floor, one after
 the other on one database, with the same number of claimers, and prints their rates and the
-ratios to the floor against issue #21's goal (1/3).
+ratios to the floor against issue #21's goal (1/3). ``--leave-out`` skips the served stamp
+or the pending step rows: what writing less would gain.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ from forge_ci.db import SQLITE_BUSY_TIMEOUT_MS, create_db_engine
 from forge_ci.secrets.policy import variables_statement
 from forge_ci.settings import Settings
 from forge_ci_testing.seeding import bench_settings, seed
+
+#: What the mirror leaves out (``--leave-out``), set before its claimers are forked: what writing
+#: less would gain, for a guarantee the product would give up with it.
+_LEAVE_OUT: frozenset[str] = frozenset()
 
 
 def _statements(url: str) -> dict[str, Prepared]:
@@ -124,7 +130,8 @@ def _mirror_claimer(args: tuple[Settings, str, int]) -> claims_bench.Measured:
             cursor.execute(s["leave"].sql, s["leave"].parameters({"job_id": job_id}))
             entry = {"entry_repository": repository_id, "entry_labels": row[taken["queue_labels"]]}
             cursor.execute(s["count"].sql, s["count"].parameters(entry))
-            cursor.execute(s["served"].sql, s["served"].parameters(moves))
+            if "served" not in _LEAVE_OUT:
+                cursor.execute(s["served"].sql, s["served"].parameters(moves))
             attempt = {
                 "job_id": job_id,
                 "number": (row[taken["last_number"]] or 0) + 1,
@@ -163,7 +170,8 @@ def _mirror_claimer(args: tuple[Settings, str, int]) -> claims_bench.Measured:
                 )
                 for position, step in enumerate(plan.get("steps", []))
             ]
-            cursor.executemany(s["step"].sql, steps)
+            if "steps" not in _LEAVE_OUT:
+                cursor.executemany(s["step"].sql, steps)
             cursor.execute("COMMIT")
 
     latencies: list[float] = []
@@ -199,8 +207,19 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=1000)
     parser.add_argument("--claims", type=int, default=4096, help="claims measured per run")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--leave-out",
+        nargs="*",
+        default=[],
+        choices=["served", "steps"],
+        help="statements the mirror skips: the served stamp (fairness), the pending step rows",
+    )
     options = parser.parse_args()
     goal = claims_bench.GOAL
+    global _LEAVE_OUT
+    _LEAVE_OUT = frozenset(options.leave_out)
+    if _LEAVE_OUT:
+        print(f"the statements alone leave out: {', '.join(sorted(_LEAVE_OUT))}")
     for claimers in options.claimers:
         total = options.claims - options.claims % claimers
         with bench_settings("sqlite") as settings:
