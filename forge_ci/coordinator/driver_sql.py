@@ -128,8 +128,9 @@ def execute_together(
     them in the same round trip when ``commit`` (PostgreSQL only: the connection's own commit
     is then a no-op). ``connection``: a driver connection or SQLAlchemy's. The cursors, to read
     each statement's rows from."""
-    driven = connection if isinstance(connection, DriverConnection) else None
+    driven: DriverConnection | None = None
     if isinstance(connection, DriverConnection):
+        driven = connection
         connection.require_not_lost()
         driver: Any = connection.driver_connection
     else:
